@@ -1,0 +1,51 @@
+# ragrepro: every target a researcher needs. `make setup` is idempotent: it reinstalls
+# only when pyproject.toml changed.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# The CPU wheel of torch 2.13.0 lies on the CI machines' disk; a bare `torch` would pull
+# a multi-GB CUDA build. If a torch is already importable in .venv (e.g. a CUDA build a
+# GPU user installed), it is kept.
+TORCH_SPEC ?= torch==2.13.0
+STAMP := $(VENV)/.installed
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements-embedded.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
+	$(PY) -m pip install -q --no-deps -r requirements-embedded.txt
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest tests -x --timeout=900
+
+test-fast: setup
+	$(PY) -m pytest tests -m "not slow and not browser" -x
+
+reproduce-table1: setup
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1
+	$(VENV)/bin/ragrepro-table ralm/table1
+
+bench: setup
+	$(PY) -m scripts.bench
+
+report: setup
+	$(VENV)/bin/ragrepro-report
+
+lint: setup
+	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests
+
+# Headless Chromium for the report test (Debian packages; needs root, as in CI).
+setup-browser:
+	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+clean:
+	rm -rf .pytest_cache .ruff_cache outputs multirun wandb
+	find . -name __pycache__ -prune -exec rm -rf {} +

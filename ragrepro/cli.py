@@ -1,0 +1,70 @@
+"""Command line. `ragrepro experiment=<name> [overrides]` runs one experiment through
+Hydra (`-m` sweeps); `ragrepro compare|table|report ...` are plain subcommands."""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+
+from .paths import CONF_DIR
+
+log = logging.getLogger("ragrepro")
+
+SUBCOMMANDS = {
+    "compare": "ragrepro.report.compare:main",
+    "table": "ragrepro.report.tables:main",
+    "report": "ragrepro.report.build:main",
+}
+
+
+def _offline_defaults() -> None:
+    # The embedded default never needs a hub; a user who is online can unset these.
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def _hydra_main() -> None:
+    import hydra
+    from omegaconf import DictConfig
+
+    from .errors import RagreproError
+
+    @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
+    def _run(cfg: DictConfig) -> float | None:
+        from .configcheck import check_config
+        from .runner import execute
+
+        try:
+            check_config(cfg)
+            metrics = execute(cfg)
+        except RagreproError as e:
+            log.error("%s", e)
+            raise SystemExit(2) from None
+        if metrics and cfg.get("sweep_metric") in (metrics or {}):
+            return float(metrics[cfg.sweep_metric])
+        return None
+
+    _run()
+
+
+def main() -> None:
+    _offline_defaults()
+    if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
+        from hydra.utils import get_method
+
+        name = sys.argv.pop(1)
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        get_method(SUBCOMMANDS[name])(sys.argv[1:])
+        return
+    from .configcheck import check_overrides
+    from .errors import ConfigError
+
+    try:
+        check_overrides(sys.argv[1:])
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    _hydra_main()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Datasets: one record type per task, from the hub, local files or the embedded default."""

@@ -1,0 +1,2 @@
+"""Language models: loading (hub, local folder, GGUF), scoring and generation."""
+from .lm import LM, load_lm  # noqa: F401

@@ -1,0 +1,230 @@
+"""One wrapper for causal and seq2seq LMs: encode with a per-model BOS policy, score target
+spans (computing vocabulary logits only where a token is scored), and generate."""
+from __future__ import annotations
+
+import logging
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import ConfigError, NumericsError
+from .loading import offline_error, resolve_source
+
+log = logging.getLogger(__name__)
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def pick_device(device: str | None) -> str:
+    if device in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return device
+
+
+@dataclass
+class LM:
+    """A loaded model and its tokenizer. `add_bos` is the model's BOS policy: Gemma needs BOS
+    at the start of a text; GPT-2-style evaluation text (the official RALM code) has none."""
+
+    name: str
+    model: Any
+    tokenizer: Any
+    kind: str = "causal"
+    add_bos: bool = False
+    device: str = "cpu"
+    revision: str | None = None
+    max_length: int | None = None
+
+    # -- tokens ---------------------------------------------------------------------------
+    @property
+    def bos_id(self) -> int | None:
+        return self.tokenizer.bos_token_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self.tokenizer.eos_token_id
+
+    def encode(self, text: str, add_bos: bool | None = None) -> list[int]:
+        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        if (self.add_bos if add_bos is None else add_bos) and self.bos_id is not None:
+            ids = [self.bos_id] + ids
+        return ids
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str:
+        # Set explicitly: the library default of clean_up_tokenization_spaces has changed
+        # across versions, and it changes query strings and therefore BM25 results.
+        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens,
+                                     clean_up_tokenization_spaces=False)
+
+    @property
+    def context_size(self) -> int:
+        cfg = self.model.config
+        for key in ("max_position_embeddings", "n_positions", "n_ctx"):
+            if getattr(cfg, key, None):
+                return int(getattr(cfg, key))
+        return self.max_length or 1024
+
+    # -- scoring --------------------------------------------------------------------------
+    @torch.no_grad()
+    def score_targets(self, inputs: Sequence[Sequence[int]], target_starts: Sequence[int],
+                      batch_size: int = 8) -> list[np.ndarray]:
+        """Log-probabilities (float64, nats) of tokens inputs[i][target_starts[i]:] given all
+        tokens before them. Rows are batched by length; vocabulary logits are computed only at
+        the scored positions, which matters for 262k-token vocabularies."""
+        if self.kind != "causal":
+            raise ConfigError("score_targets is for causal LMs; use score_seq2seq.")
+        out: list[np.ndarray | None] = [None] * len(inputs)
+        order = sorted(range(len(inputs)), key=lambda i: -len(inputs[i]))
+        for b in range(0, len(order), batch_size):
+            idx = order[b:b + batch_size]
+            for i, lp in zip(idx, self._score_batch([inputs[i] for i in idx],
+                                                   [target_starts[i] for i in idx])):
+                out[i] = lp
+        return out  # type: ignore[return-value]
+
+    def _score_batch(self, rows: list[Sequence[int]], starts: list[int]) -> list[np.ndarray]:
+        for r, s in zip(rows, starts):
+            if not 1 <= s <= len(r):
+                raise ConfigError(f"target start {s} outside 1..{len(r)}: a scored token needs "
+                                  f"at least one token before it.")
+        width = max(len(r) for r in rows)
+        pad = self.tokenizer.pad_token_id or 0
+        ids = torch.full((len(rows), width), pad, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for j, r in enumerate(rows):  # right padding keeps real tokens' positions 0..n-1
+            ids[j, :len(r)] = torch.tensor(list(r))
+            mask[j, :len(r)] = 1
+        hidden = self.model.base_model(input_ids=ids.to(self.device),
+                                       attention_mask=mask.to(self.device)).last_hidden_state
+        rows_idx, pos_idx, tgt = [], [], []
+        for j, (r, s) in enumerate(zip(rows, starts)):
+            n = len(r) - s
+            rows_idx += [j] * n
+            pos_idx += list(range(s - 1, len(r) - 1))
+            tgt += list(r[s:])
+        logits = self._head(hidden[torch.tensor(rows_idx), torch.tensor(pos_idx)])
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        picked = logp[torch.arange(len(tgt)), torch.tensor(tgt, device=logp.device)]
+        picked = picked.double().cpu().numpy()
+        if not np.all(np.isfinite(picked)):
+            raise NumericsError(f"non-finite log-probability while scoring {self.name}")
+        out, k = [], 0
+        for r, s in zip(rows, starts):
+            n = len(r) - s
+            out.append(picked[k:k + n])
+            k += n
+        return out
+
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        logits = self.model.get_output_embeddings()(hidden)
+        cap = getattr(self.model.config, "final_logit_softcapping", None)
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        return logits
+
+    @torch.no_grad()
+    def full_logprobs(self, ids: Sequence[int]) -> torch.Tensor:
+        """[T, V] log-softmax of the plain forward pass (reference path for tests)."""
+        logits = self.model(torch.tensor([list(ids)], device=self.device)).logits[0]
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    @torch.no_grad()
+    def score_seq2seq(self, sources: Sequence[str], targets: Sequence[str],
+                      batch_size: int = 8) -> list[np.ndarray]:
+        """Per-token log-probs of each target given its source (teacher forcing, EOS included)."""
+        out: list[np.ndarray] = []
+        for b in range(0, len(sources), batch_size):
+            enc = self.tokenizer(list(sources[b:b + batch_size]), return_tensors="pt",
+                                 padding=True, truncation=True).to(self.device)
+            lab = self.tokenizer(list(targets[b:b + batch_size]), return_tensors="pt",
+                                 padding=True).input_ids.to(self.device)
+            mask = lab != self.tokenizer.pad_token_id
+            logits = self.model(**enc, labels=lab.masked_fill(~mask, -100)).logits
+            logp = torch.log_softmax(logits.float(), -1).gather(-1, lab.unsqueeze(-1))[..., 0]
+            for row, m in zip(logp, mask):
+                out.append(row[m].double().cpu().numpy())
+        return out
+
+    # -- generation -----------------------------------------------------------------------
+    @torch.no_grad()
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                 logits_processor: Any = None, batch_size: int = 8, **kwargs: Any) -> list[list[int]]:
+        """Greedy unless the caller asks otherwise (do_sample=False is explicit, because a
+        checkpoint's generation_config may carry sampling settings). Returns new tokens only."""
+        kwargs.setdefault("do_sample", False)
+        kwargs.setdefault("num_beams", 1)
+        if not kwargs["do_sample"]:
+            kwargs.update(temperature=None, top_p=None, top_k=None)
+        pad = self.tokenizer.pad_token_id
+        pad = pad if pad is not None else (self.eos_id or 0)
+        results: list[list[int]] = []
+        for b in range(0, len(prompts), batch_size):
+            chunk = [list(p) for p in prompts[b:b + batch_size]]
+            width = max(len(p) for p in chunk)
+            if self.kind == "causal":  # left padding so every prompt ends at the same column
+                ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk])
+                mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk])
+            else:
+                ids = torch.tensor([p + [pad] * (width - len(p)) for p in chunk])
+                mask = torch.tensor([[1] * len(p) + [0] * (width - len(p)) for p in chunk])
+            gen = self.model.generate(input_ids=ids.to(self.device),
+                                      attention_mask=mask.to(self.device),
+                                      max_new_tokens=max_new_tokens, pad_token_id=pad,
+                                      logits_processor=logits_processor, **kwargs)
+            new = gen[:, width:] if self.kind == "causal" else gen[:, 1:]
+            for row in new.tolist():
+                results.append(_strip_after_eos(row, self.eos_id, pad))
+        return results
+
+
+def _strip_after_eos(row: list[int], eos: int | None, pad: int) -> list[int]:
+    out = []
+    for t in row:
+        if t == eos:
+            break
+        out.append(t)
+    while out and out[-1] == pad and pad != eos:
+        out.pop()
+    return out
+
+
+def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
+            dtype: str = "float32", device: str | None = "auto", revision: str | None = None,
+            trust_remote_code: bool = False, device_map: str | None = None,
+            max_length: int | None = None, **_: Any) -> LM:
+    """Load a model from config. `device_map="auto"` spreads a model over several GPUs."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    if dtype not in DTYPES:
+        raise ConfigError(f"dtype={dtype!r}; use one of {sorted(DTYPES)}.")
+    if kind not in ("causal", "seq2seq"):
+        raise ConfigError(f"model.kind={kind!r}; use 'causal' or 'seq2seq'.")
+    path, local = resolve_source(source, kind)
+    dev = pick_device(device)
+    cls = AutoModelForCausalLM if kind == "causal" else AutoModelForSeq2SeqLM
+    kw: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code,
+                          "dtype": DTYPES[dtype]}
+    if device_map:
+        kw["device_map"] = device_map
+    try:
+        tok = AutoTokenizer.from_pretrained(path, revision=revision,
+                                            trust_remote_code=trust_remote_code)
+        model = cls.from_pretrained(path, **kw)
+    except OSError as e:
+        if not local:
+            raise offline_error(source, e) from e
+        raise
+    if not device_map:
+        model.to(dev)
+    model.eval()
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    log.info("Loaded %s (%s, %s, %s, %.0fM params)", name, source, dtype, dev,
+             sum(p.numel() for p in model.parameters()) / 1e6)
+    return LM(name=name, model=model, tokenizer=tok, kind=kind, add_bos=add_bos, device=dev,
+              revision=revision, max_length=max_length)
+

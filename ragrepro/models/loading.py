@@ -1,0 +1,92 @@
+"""Resolve a model source to a local folder transformers can load, converting GGUF once.
+
+Sources: `embedded:<name>` (a model shipped in a PyPI package), a path to a `.gguf` file,
+a local folder, or a hub id (needs hub access unless already in the HF cache).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+
+from .. import assets
+from ..errors import ConfigError, OfflineError
+from ..hashing import hash_file
+from ..paths import cache_dir
+
+log = logging.getLogger(__name__)
+
+
+def _file_hash_cached(path: Path) -> str:
+    """sha256 of a large file, remembered by (path, size, mtime) so warm loads skip hashing."""
+    st = path.stat()
+    memo = cache_dir() / "hashes.json"
+    key = f"{path.resolve()}|{st.st_size}|{int(st.st_mtime)}"
+    table = json.loads(memo.read_text()) if memo.exists() else {}
+    if key not in table:
+        table[key] = hash_file(path)
+        tmp = memo.with_suffix(".tmp")
+        tmp.write_text(json.dumps(table, indent=1))
+        os.replace(tmp, memo)
+    return table[key]
+
+
+def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
+    """Dequantise a GGUF file into a transformers folder once, keyed by the file's hash."""
+    if not gguf_path.exists():
+        raise ConfigError(f"GGUF file {gguf_path} does not exist.")
+    digest = _file_hash_cached(gguf_path)[:16]
+    out = cache_dir() / "models" / f"{gguf_path.stem}-{digest}"
+    if (out / "config.json").exists():
+        return out
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if kind != "causal":
+        raise ConfigError("GGUF models are decoder-only here; set model.kind=causal.")
+    log.info("Converting %s to a transformers folder (once; cached in %s)", gguf_path.name, out)
+    tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                 dtype=torch.float32)
+    # save_pretrained refuses a GGUF-loaded model while it carries its quantizer; the
+    # weights are already dequantised, so dropping it is lossless.
+    if hasattr(model, "hf_quantizer"):
+        del model.hf_quantizer
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    tok.save_pretrained(tmp)
+    os.replace(tmp, out)
+    return out
+
+
+def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:
+    """Return (what from_pretrained gets, is_local)."""
+    if source.startswith("embedded:"):
+        name = source.split(":", 1)[1]
+        if name not in assets.EMBEDDED:
+            from ..errors import unknown_name
+
+            raise unknown_name("embedded model", name, assets.EMBEDDED)
+        path = assets.EMBEDDED[name]()
+        if path.suffix == ".gguf":
+            return str(converted_gguf_dir(path, kind)), True
+        return str(path), True
+    path = Path(source).expanduser()
+    if path.suffix == ".gguf":
+        return str(converted_gguf_dir(path, kind)), True
+    if path.exists():
+        return str(path), True
+    if source.startswith((".", "/", "~")):
+        raise ConfigError(f"Model path {source!r} does not exist.")
+    return source, False
+
+
+def offline_error(source: str, err: Exception) -> OfflineError:
+    return OfflineError(
+        f"Model {source!r} is not available offline ({type(err).__name__}). On a machine with "
+        f"hub access run once with HF_HUB_OFFLINE=0 to download it, or point model.source to a "
+        f"local folder or .gguf file; the embedded defaults need no download: "
+        f"model=smollm2-135m or model=gemma3-270m.")

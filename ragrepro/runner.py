@@ -1,0 +1,103 @@
+"""The life of one run: identity, skip-if-finished, pipeline call, results, W&B."""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import ConfigError
+from .metadata import git_state, machine, package_versions
+from .paths import results_dir
+from .tracking import Run, run_id_of
+from .wandb_logger import WandbMirror
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Result:
+    """What a pipeline returns: aggregate metrics and the settings that change them."""
+
+    metrics: dict[str, Any]
+    settings: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def seed_everything(seed: int) -> None:
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def base_settings(cfg: DictConfig) -> dict[str, Any]:
+    """Settings every row carries; pipelines add their own."""
+    out: dict[str, Any] = {"method": cfg.get("method"), "scale": cfg.get("scale"),
+                           "seed": cfg.get("seed"), "limit": cfg.get("limit"),
+                           "dtype": cfg.get("dtype")}
+    if "model" in cfg and cfg.model is not None:
+        out["model"] = cfg.model.get("name")
+        out["model_revision"] = cfg.model.get("revision")
+    if "dataset" in cfg and cfg.dataset is not None:
+        out["dataset"] = cfg.dataset.get("name")
+        out["dataset_variant"] = cfg.dataset.get("variant")
+        out["split"] = cfg.dataset.get("split")
+    return out
+
+
+def _resolve_pipeline(cfg: DictConfig):
+    target = OmegaConf.select(cfg, "pipeline._target_")
+    if not target:
+        raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
+                          "`ragrepro experiment=ralm/table1` (see `ragrepro --help`).")
+    from hydra.utils import get_method
+
+    return get_method(target)
+
+
+def execute(cfg: DictConfig) -> dict[str, Any] | None:
+    """Run the experiment described by cfg; returns its metrics (or the finished ones)."""
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved, dict)
+    experiment = str(cfg.get("name") or "default")
+    run = Run(experiment, run_id_of(resolved), Path(cfg.get("results_dir") or results_dir()))
+    if run.is_finished() and not cfg.get("overwrite", False):
+        log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
+                 "Results: %s", experiment, run.run_id, run.final_dir)
+        import json
+
+        return json.loads((run.final_dir / "metrics.json").read_text())["metrics"]
+    pipeline = _resolve_pipeline(cfg)
+    seed_everything(int(cfg.get("seed", 0)))
+    run.start(overwrite=bool(cfg.get("overwrite", False)))
+    log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)
+    mirror = WandbMirror(dict(resolved.get("wandb") or {}), experiment,
+                         str(cfg.get("method") or "run"), run.run_id, run.work_dir)
+    failed = True
+    try:
+        mirror.log_config(resolved)
+        started = time.time()
+        result: Result = pipeline(cfg=cfg, run=run)
+        settings = {**base_settings(cfg), **result.settings}
+        metadata = {**git_state(), "packages": package_versions(), "machine": machine(),
+                    "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
+                    **result.extra}
+        final = run.finish(resolved, result.metrics, settings, metadata)
+        mirror.log_results(result.metrics, settings, final / "samples.jsonl", final)
+        failed = False
+        log.info("Finished %s/%s: %s", experiment, run.run_id, _fmt(result.metrics))
+        return result.metrics
+    finally:
+        mirror.finish(failed=failed)
+
+
+def _fmt(metrics: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in metrics.items() if not isinstance(v, (dict, list)))
