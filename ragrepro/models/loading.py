@@ -14,6 +14,7 @@ from pathlib import Path
 from .. import assets
 from ..errors import ConfigError, OfflineError
 from ..hashing import hash_file
+from ..io import locked
 from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,14 @@ def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
     out = cache_dir() / "models" / f"{gguf_path.stem}-{digest}"
     if (out / "config.json").exists():
         return out
+    # Parallel jobs (a joblib sweep, two test sessions) must not convert the same file twice.
+    with locked(out):
+        if not (out / "config.json").exists():
+            _convert(gguf_path, out, kind)
+    return out
+
+
+def _convert(gguf_path: Path, out: Path, kind: str) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -54,12 +63,12 @@ def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
     # weights are already dequantised, so dropping it is lossless.
     if hasattr(model, "hf_quantizer"):
         del model.hf_quantizer
-    tmp = out.with_name(out.name + ".tmp")
+    tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     tok.save_pretrained(tmp)
+    shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
-    return out
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:

@@ -1,0 +1,79 @@
+"""The LM layer on the real embedded models (float32, CPU)."""
+import numpy as np
+import pytest
+import torch
+
+from ragrepro.errors import ConfigError, OfflineError
+
+SENTENCE = ("2001: A Space Odyssey is a 1968 epic science fiction film produced and directed by "
+            "Stanley Kubrick. The screenplay was written by Kubrick and science fiction author "
+            "Arthur C. Clarke.")
+
+pytestmark = pytest.mark.slow
+
+
+def _reference(lm, ids, start):
+    full = lm.full_logprobs(ids)
+    pos = torch.arange(start - 1, len(ids) - 1)
+    return full[pos, torch.tensor(ids[start:])].double().numpy()
+
+
+def test_batched_scoring_equals_full_logits(smollm):
+    ids = smollm.encode(SENTENCE)
+    rows = [ids, ids[:20], ids[5:40]]  # different lengths -> right padding inside the batch
+    starts = [1, 10, 30]
+    got = smollm.score_targets(rows, starts, batch_size=3)
+    for row, start, lp in zip(rows, starts, got):
+        assert lp.shape == (len(row) - start,)
+        np.testing.assert_allclose(lp, _reference(smollm, row, start), rtol=1e-4, atol=1e-4)
+
+
+def test_target_start_must_leave_context(smollm):
+    with pytest.raises(ConfigError, match="target start 0"):
+        smollm.score_targets([[1, 2, 3]], [0])
+
+
+def test_bos_policy(smollm, gemma):
+    assert smollm.encode("Hello")[0] != smollm.bos_id or smollm.bos_id is None
+    g = gemma.encode("Hello")
+    assert g[0] == gemma.bos_id and gemma.encode("Hello", add_bos=False) == g[1:]
+
+
+def test_gemma_needs_bos(gemma):
+    """environment.md: token perplexity 246 without BOS, 11.4 with it on this kind of text."""
+    with_bos = gemma.encode(SENTENCE)
+    without = gemma.encode(SENTENCE, add_bos=False)
+    ppl_with = float(np.exp(-gemma.score_targets([with_bos], [2])[0].mean()))
+    ppl_without = float(np.exp(-gemma.score_targets([without], [1])[0].mean()))
+    assert ppl_with < 30 and ppl_without > 5 * ppl_with
+
+
+def test_gemma_scored_positions_match_full_logits(gemma):
+    ids = gemma.encode(SENTENCE)[:30]
+    np.testing.assert_allclose(gemma.score_targets([ids], [15])[0], _reference(gemma, ids, 15),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_greedy_generation_is_deterministic(smollm):
+    prompt = smollm.encode("The capital of France is")
+    a = smollm.generate([prompt], max_new_tokens=5)
+    b = smollm.generate([prompt, smollm.encode("One, two,")], max_new_tokens=5)
+    assert a[0] == b[0] and len(a[0]) <= 5
+    assert "Paris" in smollm.decode(a[0])
+
+
+def test_gguf_conversion_is_cached():
+    from ragrepro import assets
+    from ragrepro.models.loading import converted_gguf_dir
+
+    first = converted_gguf_dir(assets.smollm2_gguf())
+    assert (first / "config.json").exists()
+    assert converted_gguf_dir(assets.smollm2_gguf()) == first  # keyed by the file hash
+
+
+def test_hub_model_offline_gives_actionable_error(monkeypatch):
+    from ragrepro.models import load_lm
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(OfflineError, match="model=smollm2-135m"):
+        load_lm("nope", "some-org/definitely-not-cached-model")
