@@ -56,7 +56,7 @@ def read_json(path: str | Path) -> Any:
         raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg}).") from e
 
 
-def _disk_full(path: Path, e: OSError) -> RagreproError:
+def disk_full_error(path: Path, e: OSError) -> RagreproError:
     return RagreproError(f"Could not write {path}: disk full ({e.strerror}). Free space and "
                          f"rerun the same command: finished runs are kept and skipped.")
 
@@ -76,7 +76,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if e.errno == errno.ENOSPC:
-            raise _disk_full(path, e) from e
+            raise disk_full_error(path, e) from e
         raise
 
 
@@ -109,7 +109,7 @@ def append_line(path: str | Path, line: str) -> None:
             os.fsync(f.fileno())
     except OSError as e:
         if e.errno == errno.ENOSPC:
-            raise _disk_full(path, e) from e
+            raise disk_full_error(path, e) from e
         raise
 
 

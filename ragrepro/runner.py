@@ -89,13 +89,25 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         metadata = {**git_state(), "packages": package_versions(), "machine": machine(),
                     "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
                     **result.extra}
-        final = run.finish(resolved, result.metrics, settings, metadata)
-        mirror.log_results(result.metrics, settings, final / "samples.jsonl", final)
+        run.write_results(resolved, result.metrics, settings, metadata)
+        _mirror_safely(mirror, result.metrics, settings, run)
+        run.commit()
         failed = False
         log.info("Finished %s/%s: %s", experiment, run.run_id, _fmt(result.metrics))
         return result.metrics
     finally:
         mirror.finish(failed=failed)
+
+
+def _mirror_safely(mirror: WandbMirror, metrics: dict[str, Any], settings: dict[str, Any],
+                   run: Run) -> None:
+    """W&B mirrors the results; its failure must never cost the results on disk."""
+    try:
+        mirror.log_results(metrics, settings, run.samples_path, run.work_dir)
+        mirror.finish(failed=False)
+    except Exception as e:  # noqa: BLE001 - any W&B failure is reported, then ignored
+        log.warning("W&B logging failed (%s: %s); results are on disk and in the CSV.",
+                    type(e).__name__, e)
 
 
 def _fmt(metrics: dict[str, Any]) -> str:

@@ -1,5 +1,8 @@
-"""A model-free pipeline: proves config -> run -> metrics -> CSV without loading anything."""
+"""A model-free pipeline: proves config -> run -> metrics -> CSV without loading anything.
+It resumes like the real pipelines: records already in samples.jsonl are not recomputed."""
 from __future__ import annotations
+
+import logging
 
 from omegaconf import DictConfig
 
@@ -7,15 +10,26 @@ from .metrics import get_metric
 from .runner import Result
 from .tracking import Run
 
+log = logging.getLogger(__name__)
+
+
+def _score(idx: int, item: DictConfig, metrics: list[str]) -> dict:
+    record = {"idx": idx, "prediction": item.prediction, "answers": list(item.answers)}
+    for name in metrics:
+        record[name] = get_metric(name).fn(item.prediction, list(item.answers))
+    return record
+
 
 def run(cfg: DictConfig, run: Run) -> Result:
-    per_metric: dict[str, list[float]] = {m: [] for m in cfg.smoke.metrics}
+    metrics = list(cfg.smoke.metrics)
+    done = {r["idx"]: r for r in run.repair_samples()}
+    if done:
+        log.info("Resuming: %d of %d examples already scored", len(done), len(cfg.smoke.predictions))
+    records = []
     for i, item in enumerate(cfg.smoke.predictions):
-        record = {"idx": i, "prediction": item.prediction, "answers": list(item.answers)}
-        for name in cfg.smoke.metrics:
-            value = get_metric(name).fn(item.prediction, list(item.answers))
-            record[name] = value
-            per_metric[name].append(value)
-        run.add_sample(record)
-    return Result(metrics={m: get_metric(m).aggregate(v) for m, v in per_metric.items()},
-                  settings={"n_examples": len(cfg.smoke.predictions)})
+        if i not in done:
+            done[i] = _score(i, item, metrics)
+            run.add_sample(done[i])
+        records.append(done[i])
+    return Result(metrics={m: get_metric(m).aggregate([r[m] for r in records]) for m in metrics},
+                  settings={"n_examples": len(records)})

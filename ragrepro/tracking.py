@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import faults
 from .hashing import hash_obj
-from .io import append_line, atomic_write_json, atomic_write_text, locked, read_jsonl_tolerant
+from .io import append_line, disk_full_error, atomic_write_json, atomic_write_text, locked, read_jsonl_tolerant
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +56,7 @@ class Run:
     run_id: str
     root: Path
     timings: dict[str, float] = field(default_factory=dict)
+    _row: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
     def final_dir(self) -> Path:
@@ -91,7 +93,12 @@ class Run:
         return read_jsonl_tolerant(self.samples_path)
 
     def add_sample(self, record: dict[str, Any]) -> None:
+        try:
+            faults.before_sample_write()
+        except OSError as e:
+            raise disk_full_error(self.samples_path, e) from e
         append_line(self.samples_path, json.dumps(record, ensure_ascii=False, default=float))
+        faults.after_sample_write()
 
     def repair_samples(self) -> list[dict[str, Any]]:
         """Rewrite samples.jsonl without a torn last line and return its records."""
@@ -109,18 +116,28 @@ class Run:
         finally:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
-    def finish(self, config: dict[str, Any], metrics: dict[str, Any], settings: dict[str, Any],
-               metadata: dict[str, Any]) -> Path:
+    def write_results(self, config: dict[str, Any], metrics: dict[str, Any],
+                      settings: dict[str, Any], metadata: dict[str, Any]) -> None:
+        """Write config.json and metrics.json into the working folder (not yet committed)."""
         atomic_write_json(self.work_dir / "config.json", scrub_secrets(config))
         atomic_write_json(self.work_dir / "metrics.json", {
             "experiment": self.experiment, "run_id": self.run_id, "metrics": metrics,
             "settings": settings, "metadata": scrub_secrets(metadata),
             "timings_s": self.timings})
+        self._row = csv_row(self, metrics, settings, metadata)
+
+    def commit(self) -> Path:
+        """Rename the working folder to its final name and append the CSV row."""
         if self.final_dir.exists():  # overwrite=true on a finished run
             shutil.rmtree(self.final_dir)
         os.replace(self.work_dir, self.final_dir)
-        append_csv_row(self.csv_path, csv_row(self, metrics, settings, metadata))
+        append_csv_row(self.csv_path, self._row)
         return self.final_dir
+
+    def finish(self, config: dict[str, Any], metrics: dict[str, Any], settings: dict[str, Any],
+               metadata: dict[str, Any]) -> Path:
+        self.write_results(config, metrics, settings, metadata)
+        return self.commit()
 
 
 def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],

@@ -10,9 +10,11 @@ log = logging.getLogger(__name__)
 
 
 def resolve_mode(mode: str) -> str:
-    """`auto`: online with an API key (env or netrc), else offline (sync later)."""
+    """`auto`: WANDB_MODE if set; else online with an API key (env or netrc), else offline."""
     if mode != "auto":
         return mode
+    if os.environ.get("WANDB_MODE") in ("online", "offline", "disabled"):
+        return os.environ["WANDB_MODE"]
     if os.environ.get("WANDB_API_KEY"):
         return "online"
     netrc = Path.home() / ".netrc"

@@ -1,0 +1,57 @@
+"""Fault injection for the reliability tests, driven by the environment so that the
+command itself stays identical between the killed run and its rerun.
+
+RAGREPRO_FAULT="kill_after_samples=N"  SIGKILL this process after the N-th per-sample record
+                                       of a run (only once per marker file, see below)
+RAGREPRO_FAULT="enospc_after_samples=N" the N+1-th record write fails with "disk full"
+RAGREPRO_FAULT_ONCE=<path>             the fault fires only if this file does not exist yet,
+                                       and creates it when firing (so a sweep dies once)
+"""
+from __future__ import annotations
+
+import errno
+import os
+import signal
+from pathlib import Path
+
+
+def _spec() -> tuple[str, int] | None:
+    raw = os.environ.get("RAGREPRO_FAULT", "")
+    if "=" not in raw:
+        return None
+    kind, _, n = raw.partition("=")
+    return kind.strip(), int(n)
+
+
+def _armed() -> bool:
+    once = os.environ.get("RAGREPRO_FAULT_ONCE")
+    if not once:
+        return True
+    marker = Path(once)
+    if marker.exists():
+        return False
+    marker.write_text("fired\n")
+    return True
+
+
+_written = 0  # per-sample records written by this process, across all runs of a sweep
+
+
+def before_sample_write() -> None:
+    spec = _spec()
+    if spec is None:
+        return
+    kind, n = spec
+    if kind == "enospc_after_samples" and _written >= n and _armed():
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+
+def after_sample_write() -> None:
+    global _written
+    _written += 1
+    spec = _spec()
+    if spec is None:
+        return
+    kind, n = spec
+    if kind == "kill_after_samples" and _written >= n and _armed():
+        os.kill(os.getpid(), signal.SIGKILL)
