@@ -37,7 +37,7 @@ bench: setup
 	$(PY) -m scripts.bench
 
 report: setup
-	$(VENV)/bin/ragrepro-report
+	$(VENV)/bin/ragrepro report
 
 lint: setup
 	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests

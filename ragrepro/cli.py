@@ -49,11 +49,12 @@ def _hydra_main() -> None:
 def main() -> None:
     _offline_defaults()
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        from hydra.utils import get_method
+        import importlib
 
         name = sys.argv.pop(1)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-        get_method(SUBCOMMANDS[name])(sys.argv[1:])
+        module, func = SUBCOMMANDS[name].split(":")  # hydra's get_method cannot read "a.b:c"
+        getattr(importlib.import_module(module), func)(sys.argv[1:])
         return
     from .configcheck import check_overrides
     from .errors import ConfigError

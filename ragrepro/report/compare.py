@@ -1,0 +1,119 @@
+"""`ragrepro compare RUN_A RUN_B ...`: the settings that differ, and the metrics side by side.
+
+Runs are given as folders (results/<experiment>/<run_id>), `experiment/run_id`, or run ids
+(a unique prefix is enough).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import RagreproError
+from ..paths import results_dir
+from .runs import RunRecord, find_run
+
+log = logging.getLogger(__name__)
+
+# Config keys that never change a number (they are also excluded from the run id).
+IGNORED_PREFIXES = ("wandb.", "hydra.", "overwrite", "results_dir", "log_level", "progress")
+MISSING = "(unset)"
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """{'a': {'b': 1}} -> {'a.b': 1}; lists stay values (shown as JSON)."""
+    if not isinstance(obj, dict):
+        return {prefix: obj} if prefix else {}
+    out: dict[str, Any] = {}
+    for k, v in obj.items():
+        key = f"{prefix}.{k}" if prefix else str(k)
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def differing(dicts: list[dict[str, Any]], ignore: tuple[str, ...] = ()) -> list[tuple[str, list[Any]]]:
+    """Keys whose values are not all equal (a key missing from some dicts differs)."""
+    keys: list[str] = []
+    for d in dicts:
+        keys += [k for k in d if k not in keys]
+    out = []
+    for k in sorted(keys):
+        if any(k.startswith(p) for p in ignore):
+            continue
+        values = [d.get(k, MISSING) for d in dicts]
+        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1:
+            out.append((k, values))
+    return out
+
+
+def scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))
+            or v is None}
+
+
+def side_by_side(dicts: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
+    keys: list[str] = []
+    for d in dicts:
+        keys += [k for k in d if k not in keys]
+    return [(k, [d.get(k, MISSING) for d in dicts]) for k in keys]
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    if isinstance(v, (dict, list)):
+        return json.dumps(v, default=str)
+    return str(v)
+
+
+def text_table(headers: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
+              for i, h in enumerate(headers)]
+    line = "  ".join(h.ljust(w) for h, w in zip(headers, widths))
+    out = [line, "  ".join("-" * w for w in widths)]
+    out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+    return "\n".join(out)
+
+
+def compare_runs(runs: list[RunRecord]) -> str:
+    names = [f"{r.experiment}/{r.run_id}" for r in runs]
+    heads = ["", *[f"[{i + 1}]" for i in range(len(runs))]]
+    parts = ["Runs:", *[f"  [{i + 1}] {n}  ({r.dir or 'no folder'})"
+                        for i, (n, r) in enumerate(zip(names, runs))], ""]
+    settings = differing([flatten(r.settings or r.row) for r in runs])
+    config = differing([flatten(r.config) for r in runs], IGNORED_PREFIXES)
+    parts.append("Settings that differ:")
+    rows = [[k, *[_cell(v) for v in vals]] for k, vals in settings]
+    rows += [[f"config.{k}", *[_cell(v) for v in vals]] for k, vals in config
+             if k not in {s for s, _ in settings}]
+    parts.append(text_table(["setting", *heads[1:]], rows) if rows else "  (none: same settings)")
+    parts.append("")
+    parts.append("Metrics:")
+    metrics = side_by_side([scalar_metrics(r.metrics or {}) for r in runs])
+    parts.append(text_table(["metric", *heads[1:]], [[k, *[_cell(v) for v in vals]]
+                                                      for k, vals in metrics])
+                 if metrics else "  (no metrics)")
+    return "\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="ragrepro compare",
+                                     description="Compare the settings and metrics of runs.")
+    parser.add_argument("runs", nargs="+", help="run folders, experiment/run_id or run ids")
+    parser.add_argument("--results", type=Path, default=None, help="results folder")
+    args = parser.parse_args(argv)
+    if len(args.runs) < 2:
+        parser.error("give at least two runs to compare")
+    root = args.results or results_dir()
+    try:
+        runs = [find_run(root, ref) for ref in args.runs]
+    except RagreproError as e:
+        log.error("%s", e)
+        raise SystemExit(2) from None
+    sys.stdout.write(compare_runs(runs))

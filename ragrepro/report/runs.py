@@ -1,0 +1,180 @@
+"""Collect finished runs from a results tree: the CSV rows (source of truth) joined with
+each run folder's config.json and metrics.json when the folder exists."""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tracking import read_csv
+
+log = logging.getLogger(__name__)
+
+# Folders under results/ that hold derived output, never runs.
+DERIVED_DIRS = ("report",)
+
+
+@dataclass
+class RunRecord:
+    experiment: str
+    run_id: str
+    row: dict[str, Any]                        # CSV row, numbers parsed
+    dir: Path | None = None                     # results/<experiment>/<run_id>
+    config: dict[str, Any] = field(default_factory=dict)
+    metrics_json: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.metrics_json.get("metadata") or {}
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return self.metrics_json.get("metrics") or {}
+
+    @property
+    def settings(self) -> dict[str, Any]:
+        return self.metrics_json.get("settings") or {}
+
+    def get(self, key: str) -> Any:
+        """A setting or metric by name: CSV row first, then metrics.json."""
+        value = self.row.get(key)
+        if is_missing(value):
+            value = self.settings.get(key, self.metrics.get(key))
+        return None if is_missing(value) else value
+
+
+def is_missing(value: Any) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, float) and math.isnan(value):
+        return True
+    return isinstance(value, str) and value.strip() in ("", "None", "null", "nan")
+
+
+def parse_value(text: Any) -> Any:
+    """CSV cells are strings: turn numbers and booleans back into values."""
+    if not isinstance(text, str):
+        return text
+    s = text.strip()
+    if s in ("", "None", "null"):
+        return None
+    if s in ("True", "true"):
+        return True
+    if s in ("False", "false"):
+        return False
+    try:
+        return int(s)
+    except ValueError:
+        pass
+    try:
+        return float(s)
+    except ValueError:
+        return s
+
+
+def to_float(value: Any) -> float | None:
+    if is_missing(value) or isinstance(value, bool):
+        return None
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(out) else out
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        log.warning("Skipping unreadable %s (%s)", path, e)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _is_derived(path: Path, root: Path) -> bool:
+    rel = path.relative_to(root).parts
+    return bool(rel) and rel[0] in DERIVED_DIRS
+
+
+def experiment_csvs(root: Path) -> dict[str, Path]:
+    """experiment name ('ralm/table1') -> results/ralm/table1.csv."""
+    out = {}
+    for path in sorted(root.rglob("*.csv")):
+        if _is_derived(path, root):
+            continue
+        out[path.relative_to(root).with_suffix("").as_posix()] = path
+    return out
+
+
+def _attach_dir(run: RunRecord, root: Path) -> None:
+    d = root / run.experiment / run.run_id
+    if (d / "metrics.json").exists():
+        run.dir = d
+        run.metrics_json = _read_json(d / "metrics.json")
+        if (d / "config.json").exists():
+            run.config = _read_json(d / "config.json")
+
+
+def load_runs(root: Path) -> list[RunRecord]:
+    """Every finished run under root, one record per run id (CSV rows plus folders that
+    finished but whose CSV row is missing, e.g. a CSV deleted by hand)."""
+    root = Path(root)
+    if not root.exists():
+        return []
+    runs: dict[tuple[str, str], RunRecord] = {}
+    for experiment, path in experiment_csvs(root).items():
+        for raw in read_csv(path):
+            row = {k: parse_value(v) for k, v in raw.items() if k is not None}
+            run_id = str(row.get("run_id") or "")
+            if not run_id:
+                continue
+            exp = str(row.get("experiment") or experiment)
+            rec = RunRecord(exp, run_id, row)
+            _attach_dir(rec, root)
+            runs[(exp, run_id)] = rec
+    for mpath in sorted(root.rglob("metrics.json")):
+        if _is_derived(mpath, root) or mpath.parent.name.startswith("tmp_"):
+            continue
+        data = _read_json(mpath)
+        exp, run_id = data.get("experiment"), data.get("run_id")
+        if not exp or not run_id or (exp, run_id) in runs:
+            continue
+        row = {"run_id": run_id, "experiment": exp, **(data.get("settings") or {}),
+               **{k: v for k, v in (data.get("metrics") or {}).items()
+                  if not isinstance(v, (dict, list))}}
+        rec = RunRecord(exp, run_id, row)
+        _attach_dir(rec, root)
+        runs[(exp, run_id)] = rec
+    return sorted(runs.values(), key=lambda r: (r.experiment, str(r.row.get("finished_at") or ""),
+                                                r.run_id))
+
+
+def find_run(root: Path, ref: str) -> RunRecord:
+    """A run by folder path, `experiment/run_id`, or bare run id (unique prefix allowed)."""
+    from ..errors import ConfigError
+
+    path = Path(ref)
+    if (path / "metrics.json").exists():
+        data = _read_json(path / "metrics.json")
+        exp = str(data.get("experiment") or path.parent.name)
+        rec = RunRecord(exp, str(data.get("run_id") or path.name),
+                        {**(data.get("settings") or {}), **(data.get("metrics") or {})})
+        rec.dir, rec.metrics_json = path, data
+        if (path / "config.json").exists():
+            rec.config = _read_json(path / "config.json")
+        return rec
+    runs = load_runs(root)
+    hits = [r for r in runs if ref in (r.run_id, f"{r.experiment}/{r.run_id}")]
+    if not hits:
+        hits = [r for r in runs if r.run_id.startswith(ref)]
+    if len(hits) == 1:
+        return hits[0]
+    if not hits:
+        raise ConfigError(f"No run {ref!r}: give a run folder (results/<experiment>/<run_id>) "
+                          f"or a run id found under {root} ({len(runs)} runs there).")
+    raise ConfigError(f"{ref!r} matches {len(hits)} runs "
+                      f"({', '.join(r.experiment + '/' + r.run_id for r in hits[:5])}); "
+                      f"give more of the id or experiment/run_id.")

@@ -1,0 +1,13 @@
+"""The synthetic results tree of ragrepro.report.demo, in a fresh tmp folder per test."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragrepro.report.demo import build_demo
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    return build_demo(tmp_path / "results")
