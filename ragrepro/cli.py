@@ -36,14 +36,28 @@ def _hydra_main() -> None:
         try:
             check_config(cfg)
             metrics = execute(cfg)
-        except RagreproError as e:
-            log.error("%s", e)
+        except Exception as e:  # noqa: BLE001 - only user errors are turned into exit code 2
+            user_error = _user_error(e, RagreproError)
+            if user_error is None:
+                raise
+            log.error("%s", user_error)
             raise SystemExit(2) from None
         if metrics and cfg.get("sweep_metric") in (metrics or {}):
             return float(metrics[cfg.sweep_metric])
         return None
 
     _run()
+
+
+def _user_error(e: BaseException, kind: type) -> BaseException | None:
+    """Hydra wraps errors raised while instantiating a config; find ours in the chain."""
+    seen = 0
+    while e is not None and seen < 10:
+        if isinstance(e, kind):
+            return e
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return None
 
 
 def main() -> None:

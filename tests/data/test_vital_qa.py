@@ -1,0 +1,97 @@
+"""The embedded hand-written QA set over wiki-vital: counts, grounding, structure, splits."""
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+
+import pytest
+
+from ragrepro.data.loaders import load_qa, vital_qa_path
+from ragrepro.data.vital import corpus_passages, heldout_split
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return [json.loads(line) for line in vital_qa_path().read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture(scope="module")
+def leads():
+    return {p.title: p.text for p in corpus_passages()}
+
+
+def test_counts(rows):
+    hops = Counter(r["hops"] for r in rows)
+    assert hops[1] >= 200 and hops[2] >= 60
+    assert set(hops) == {1, 2}
+
+
+def test_fields_and_unique_ids(rows):
+    fields = {"qid", "question", "answers", "gold_titles", "hops", "split", "bridge_entity"}
+    for r in rows:
+        assert fields <= set(r), r["qid"]
+        assert r["answers"] and all(isinstance(a, str) and a.strip() for a in r["answers"])
+    assert len({r["qid"] for r in rows}) == len(rows)
+    assert len({r["question"] for r in rows}) == len(rows)
+
+
+def test_gold_titles_are_corpus_articles_not_heldout(rows, leads):
+    for r in rows:
+        assert len(r["gold_titles"]) == r["hops"], r["qid"]
+        for t in r["gold_titles"]:
+            assert t in leads, (r["qid"], t)
+            assert heldout_split(t) is None, (r["qid"], t)
+
+
+def test_every_answer_occurs_in_its_gold_passage(rows, leads):
+    for r in rows:
+        gold = leads[r["gold_titles"][-1]]  # the second passage for bridge questions
+        for a in r["answers"]:
+            assert a in gold, (r["qid"], a)
+
+
+def test_bridge_structure(rows, leads):
+    bridges = [r for r in rows if r["hops"] == 2]
+    for r in bridges:
+        first, second = r["gold_titles"]
+        assert first != second
+        assert r["bridge_entity"] in leads[first], r["qid"]
+        assert r["bridge_entity"] == second, r["qid"]
+        assert r["bridge_entity"].lower() not in r["question"].lower(), r["qid"]
+    assert all(r["bridge_entity"] is None for r in rows if r["hops"] == 1)
+
+
+def test_splits_follow_the_recorded_hash_rule(rows):
+    def rule(qid: str) -> str:
+        b = int(hashlib.sha256(qid.encode()).hexdigest()[:8], 16) % 10
+        return "train" if b < 6 else "dev" if b < 8 else "test"
+
+    assert all(r["split"] == rule(r["qid"]) for r in rows)
+    share = Counter(r["split"] for r in rows)
+    n = len(rows)
+    assert 0.5 < share["train"] / n < 0.7 and 0.12 < share["dev"] / n < 0.28
+    assert 0.12 < share["test"] / n < 0.28
+
+
+def test_loader_filters(rows):
+    test = load_qa("vital-qa", "test")
+    assert len(test) == sum(r["split"] == "test" for r in rows)
+    bridge = load_qa("vital-qa-bridge", "all")
+    assert len(bridge) == sum(r["hops"] == 2 for r in rows)
+    assert all(r.hops == 2 and len(r.gold_titles) == 2 for r in bridge)
+    assert len(load_qa("vital-qa", "all", hops=1)) == sum(r["hops"] == 1 for r in rows)
+    assert [r.qid for r in load_qa("vital-qa", "test", limit=5)] == [r.qid for r in test[:5]]
+
+
+def test_generator_script_reproduces_the_file(rows):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "make_vital_qa", Path(__file__).resolve().parents[2] / "scripts" / "make_vital_qa.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    built, problems = mod.build()
+    assert problems == []
+    assert built == rows

@@ -1,0 +1,65 @@
+"""In-Context RALM QA: prompt formats, question normalisation, truncation, answer extraction,
+checked against the official eval_qa.py behaviour (reference §5)."""
+from __future__ import annotations
+
+import pytest
+
+from ragrepro.errors import ConfigError
+from ralm.prompts import normalize_question, qa_prompt
+from ralm.qa import first_line, left_truncate, qa_settings, strip_by_chars
+
+
+def test_zero_docs_prompt():
+    assert qa_prompt("who wrote hamlet?") == "Answer these questions:\nQ: who wrote hamlet?\nA:"
+
+
+def test_one_doc_prompt():
+    got = qa_prompt("who wrote hamlet?", [("Hamlet", "Hamlet is a tragedy by Shakespeare.")])
+    assert got == ("Hamlet\n\nHamlet is a tragedy by Shakespeare.\n\n"
+                   "Based on this text, answer these questions:\nQ: who wrote hamlet?\nA:")
+
+
+def test_many_docs_prompt():
+    got = qa_prompt("q?", [("T1", "x1"), ("T2", "line a\nline b"), ("T3", "x3")])
+    assert got == ("T1\n\nx1\n\nT2\n\nline a\nline b\n\nT3\n\nx3\n\n"
+                   "Based on these texts, answer these questions:\nQ: q?\nA:")
+    two = qa_prompt("q?", [("A", "a"), ("B", "b")])
+    assert two == "A\n\na\n\nB\n\nb\n\nBased on these texts, answer these questions:\nQ: q?\nA:"
+
+
+@pytest.mark.parametrize("raw,expected", [
+    ("Who wrote Hamlet", "who wrote Hamlet?"),
+    ("who wrote Hamlet?", "who wrote Hamlet?"),
+    ("NASA was founded when?", "nASA was founded when?"),  # official: first character only
+    ("Where is Paris?", "where is Paris?"),
+])
+def test_question_normalisation(raw, expected):
+    assert normalize_question(raw) == expected
+
+
+def test_left_truncation_keeps_the_end():
+    assert left_truncate(list(range(10)), 4) == ([6, 7, 8, 9], True)
+    assert left_truncate([1, 2, 3], 3) == ([1, 2, 3], False)
+    assert left_truncate([1, 2], 5) == ([1, 2], False)
+    with pytest.raises(ConfigError):
+        left_truncate([1], 0)
+
+
+def test_answer_is_first_line():
+    assert first_line(" Paris\nQ: what is next?\nA:") == " Paris"
+    assert first_line("\nParis") == ""  # the official code keeps an empty first line
+    assert first_line("William Shakespeare") == "William Shakespeare"
+
+
+def test_official_char_stripping():
+    prompt = "Answer these questions:\nQ: x?\nA:"
+    assert strip_by_chars(prompt + " Paris\nQ:", prompt) == " Paris\nQ:"
+
+
+def test_settings_validation():
+    assert qa_settings({})["max_new_tokens"] == 10
+    assert qa_settings({})["context_margin"] == 10
+    with pytest.raises(ConfigError, match="Unknown qa"):
+        qa_settings({"num_doc": 2})
+    with pytest.raises(ConfigError):
+        qa_settings({"strip_prompt": "words"})
