@@ -1,0 +1,355 @@
+"""Dense retrieval with any Hugging Face encoder and a FAISS inner-product index.
+
+The corpus is encoded once; the embeddings are cached as .npy shards under
+cache_dir()/dense/<key>/, keyed by everything that changes them (encoder source and revision,
+pooling, prefixes, document format, max_length, normalisation, corpus fingerprint). Shards are
+written as they finish, so a killed encoding job resumes where it stopped. At paper scale give
+`index_path`: a FAISS index written by scripts/build_index.py, loaded and never rebuilt.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..hashing import hash_obj
+from ..io import atomic_write_json, locked
+from ..paths import cache_dir
+from .base import Hit, Retriever, reject_unknown
+from .corpus import Corpus
+
+log = logging.getLogger(__name__)
+
+POOLINGS = ("mean", "cls", "pooler")
+ENCODER_KEYS = ("name", "source", "doc_source", "revision", "doc_revision", "pooling",
+                "query_prefix", "doc_prefix", "doc_format", "kind", "trust_remote_code",
+                "model_class", "doc_model_class", "token_type_ids")
+
+
+def mean_pool(hidden, mask):
+    """Average of the token vectors where mask is 1. hidden: (B, T, H), mask: (B, T)."""
+    m = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1e-9)
+
+
+def pool(output: Any, mask, pooling: str):
+    """One vector per sequence from a model output: mean of tokens, [CLS] (first token), or
+    the model's pooler output (DPR encoders expose only that: their [CLS] vector)."""
+    hidden = getattr(output, "last_hidden_state", None)
+    if pooling == "pooler" or (pooling == "cls" and hidden is None):
+        pooled = getattr(output, "pooler_output", None)
+        if pooled is None:
+            raise ConfigError("This encoder has no pooler output; use pooling=cls or mean.")
+        return pooled
+    if hidden is None:
+        raise ConfigError(f"pooling={pooling!r} needs token vectors, which this encoder (e.g. "
+                          f"a DPR encoder class) does not return; use pooling=cls.")
+    if pooling == "mean":
+        return mean_pool(hidden, mask)
+    if pooling == "cls":
+        return hidden[:, 0]
+    raise ConfigError(f"encoder.pooling={pooling!r}; use one of {POOLINGS}.")
+
+
+def l2_normalize(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+
+
+def doc_inputs(titles: Sequence[str], texts: Sequence[str], doc_format: str,
+               prefix: str = "") -> tuple[list[str], list[str] | None]:
+    """Strings given to the tokenizer for passages. doc_format 'pair' encodes (title, text)
+    as a sentence pair ([CLS] title [SEP] text [SEP], as DPR does); otherwise it is a template
+    with {title} and {text}."""
+    if doc_format == "pair":
+        return [prefix + t for t in titles], list(texts)
+    try:
+        return [prefix + doc_format.format(title=t, text=x) for t, x in zip(titles, texts)], None
+    except (KeyError, IndexError) as e:
+        raise ConfigError(f"encoder.doc_format={doc_format!r} may only use {{title}} and "
+                          f"{{text}}, or be 'pair'.") from e
+
+
+class Encoder:
+    """A tokenizer and model producing one vector per input text."""
+
+    def __init__(self, source: str, pooling: str, max_length: int, device: str,
+                 revision: str | None = None, trust_remote_code: bool = False,
+                 dtype: str = "float32", model_class: str | None = None,
+                 token_type_ids: bool = True):
+        import torch
+        import transformers
+        from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+        from ..models.lm import DTYPES, pick_device
+        from ..models.loading import offline_error, resolve_source
+
+        if pooling not in POOLINGS:
+            raise ConfigError(f"encoder.pooling={pooling!r}; use one of {POOLINGS}.")
+        path, local = resolve_source(source, kind="encoder")
+        if dtype not in DTYPES:
+            raise ConfigError(f"retriever.dtype={dtype!r}; use one of {sorted(DTYPES)}.")
+        kw = {"trust_remote_code": trust_remote_code}
+        if not local and revision:
+            kw["revision"] = revision
+        try:
+            config = AutoConfig.from_pretrained(path, **kw)
+            # DPR question and context encoders share model_type "dpr": AutoModel would load a
+            # context encoder's weights into a question encoder (randomly initialised!), so
+            # take the class the config names (encoder.model_class) or the checkpoint names.
+            cls = self._model_class(config, model_class, transformers, AutoModel)
+            self.tokenizer = AutoTokenizer.from_pretrained(path, **kw)
+            self.model = cls.from_pretrained(path, dtype=DTYPES[dtype], **kw)
+        except OSError as e:
+            if not local:
+                raise offline_error(source, e) from e
+            raise
+        self.device = pick_device(device)
+        self.model.to(self.device).eval()
+        self.pooling = pooling
+        self.max_length = max_length
+        self.token_type_ids = token_type_ids
+        self._torch = torch
+
+    @staticmethod
+    def _model_class(config, model_class: str | None, transformers, auto):
+        if model_class:
+            if not hasattr(transformers, model_class):
+                raise ConfigError(f"encoder.model_class={model_class!r} is not a transformers "
+                                  f"class (e.g. DPRContextEncoder, DPRQuestionEncoder).")
+            return getattr(transformers, model_class)
+        arch = (config.architectures or [None])[0]
+        if config.model_type == "dpr":
+            if not arch:
+                raise ConfigError("This DPR checkpoint does not name its class; set "
+                                  "encoder.model_class (DPRQuestionEncoder or DPRContextEncoder).")
+            return getattr(transformers, arch)
+        return auto
+
+    def encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None,
+               batch_size: int = 64, progress: str | None = None) -> np.ndarray:
+        """float32 (len(texts), dim). Inputs are sorted by length so batches pad little."""
+        from tqdm import tqdm
+
+        torch = self._torch
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pairs[i] if pairs else ""))
+        out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]
+        starts = range(0, len(order), batch_size)
+        bar = tqdm(starts, desc=progress, unit="batch", disable=progress is None or len(starts) < 3)
+        for s in bar:
+            idx = order[s:s + batch_size]
+            a = [texts[i] for i in idx]
+            b = [pairs[i] for i in idx] if pairs is not None else None
+            enc = self.tokenizer(a, b, padding=True, truncation=True if b is None else
+                                 "longest_first", max_length=self.max_length, return_tensors="pt")
+            if not self.token_type_ids:  # e.g. Spider: segment ids all 0 even for (title, text)
+                enc.pop("token_type_ids", None)
+            enc = {k: v.to(self.device) for k, v in enc.items()}
+            with torch.inference_mode():
+                vec = pool(self.model(**enc), enc["attention_mask"], self.pooling)
+            for i, v in zip(idx, vec.float().cpu().numpy()):
+                out[i] = v
+        return np.stack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
+
+
+class DenseRetriever(Retriever):
+    """Inner product between pooled query and passage vectors (cosine with normalize=true)."""
+
+    def __init__(self, corpus: Corpus, encoder: Mapping[str, Any], name: str = "dense",
+                 max_length: int = 256, batch_size: int = 64, normalize: bool = False,
+                 device: str = "auto", index_path: str | None = None,
+                 shard_size: int = 4096, cache: bool = True, dtype: str = "float32",
+                 **extra):
+        reject_unknown("dense retriever", extra)
+        enc = dict(encoder)
+        unknown = set(enc) - set(ENCODER_KEYS)
+        if unknown:
+            raise ConfigError(f"Unknown encoder key(s) {sorted(unknown)}; known: "
+                              f"{list(ENCODER_KEYS)}.")
+        if "source" not in enc:
+            raise ConfigError("encoder.source is required (e.g. embedded:minilm, a folder, or a "
+                              "hub id such as facebook/contriever).")
+        enc.setdefault("pooling", "mean")
+        enc.setdefault("query_prefix", "")
+        enc.setdefault("doc_prefix", "")
+        enc.setdefault("doc_format", "{title} {text}")
+        if enc["pooling"] not in POOLINGS:
+            raise ConfigError(f"encoder.pooling={enc['pooling']!r}; use one of {POOLINGS}.")
+        self.corpus = corpus
+        self.encoder_cfg = enc
+        self.name = name
+        self.max_length = int(max_length)
+        self.batch_size = int(batch_size)
+        self.normalize = bool(normalize)
+        self.device = device
+        self.dtype = dtype
+        self.index_path = index_path
+        self.shard_size = int(shard_size)
+        self.cache = cache
+        self._q_encoder: Encoder | None = None
+        self._d_encoder: Encoder | None = None
+        self._index = None
+
+    # ---- settings and keys ------------------------------------------------------------
+    def encoder_settings(self) -> dict:
+        e = self.encoder_cfg
+        return {"source": e["source"], "revision": e.get("revision"),
+                "doc_source": e.get("doc_source"), "doc_revision": e.get("doc_revision"),
+                "pooling": e["pooling"], "query_prefix": e["query_prefix"],
+                "doc_prefix": e["doc_prefix"], "doc_format": e["doc_format"],
+                "model_class": e.get("model_class"), "doc_model_class": e.get("doc_model_class"),
+                "token_type_ids": bool(e.get("token_type_ids", True))}
+
+    def settings(self) -> dict:
+        s = {"retriever": "dense", "name": self.name, "encoder": self.encoder_settings(),
+             "encoder_name": self.encoder_cfg.get("name"), "max_length": self.max_length,
+             "normalize": self.normalize, "dtype": self.dtype}
+        if self.index_path:
+            s["index_path"] = str(self.index_path)
+        return s
+
+    def embeddings_key(self) -> str:
+        return hash_obj({"encoder": self.encoder_settings(), "max_length": self.max_length,
+                         "normalize": self.normalize, "corpus": self.corpus.fingerprint(),
+                         **({"dtype": self.dtype} if self.dtype != "float32" else {})}, 16)
+
+    def embeddings_dir(self) -> Path:
+        return cache_dir() / "dense" / f"{self.corpus.name}-{self.embeddings_key()}"
+
+    # ---- encoders ---------------------------------------------------------------------
+    def _encoder(self, side: str) -> Encoder:
+        e = self.encoder_cfg
+        if self._q_encoder is None:
+            self._q_encoder = Encoder(e["source"], e["pooling"], self.max_length, self.device,
+                                      e.get("revision"), bool(e.get("trust_remote_code", False)),
+                                      self.dtype, e.get("model_class"),
+                                      bool(e.get("token_type_ids", True)))
+        if side == "doc" and e.get("doc_source"):
+            if self._d_encoder is None:
+                self._d_encoder = Encoder(e["doc_source"], e["pooling"], self.max_length,
+                                          self.device, e.get("doc_revision") or e.get("revision"),
+                                          bool(e.get("trust_remote_code", False)), self.dtype,
+                                          e.get("doc_model_class"),
+                                          bool(e.get("token_type_ids", True)))
+            return self._d_encoder
+        return self._q_encoder
+
+    def encode_queries(self, queries: Sequence[str]) -> np.ndarray:
+        p = self.encoder_cfg["query_prefix"]
+        vec = self._encoder("query").encode([p + q for q in queries], batch_size=self.batch_size)
+        return l2_normalize(vec) if self.normalize else vec
+
+    def encode_passages(self, passages: Sequence[Any], progress: str | None = None) -> np.ndarray:
+        e = self.encoder_cfg
+        a, b = doc_inputs([p.title for p in passages], [p.text for p in passages],
+                          e["doc_format"], e["doc_prefix"])
+        vec = self._encoder("doc").encode(a, b, batch_size=self.batch_size, progress=progress)
+        return l2_normalize(vec) if self.normalize else vec
+
+    # ---- corpus embeddings and index --------------------------------------------------
+    def corpus_embeddings(self) -> list[Path]:
+        """Encode the corpus once into .npy shards (resumable); return the shard paths."""
+        folder = self.embeddings_dir()
+        n = len(self.corpus)
+        shards = [folder / f"shard-{s // self.shard_size:05d}.npy"
+                  for s in range(0, n, self.shard_size)]
+        with locked(folder):
+            folder.mkdir(parents=True, exist_ok=True)
+            todo = [i for i, path in enumerate(shards) if not path.exists()]
+            if todo:
+                log.info("Encoding %d passages of %s with %s (once; cached in %s)", n,
+                         self.corpus.name, self.encoder_cfg["source"], folder)
+            for i in todo:
+                chunk = self.corpus.passages[i * self.shard_size:(i + 1) * self.shard_size]
+                vec = self.encode_passages(chunk, progress=f"encoding {self.corpus.name} "
+                                           f"shard {i + 1}/{len(shards)}")
+                tmp = shards[i].with_name(shards[i].name + ".tmp.npy")
+                np.save(tmp, vec)
+                os.replace(tmp, shards[i])
+            meta = folder / "meta.json"
+            if not meta.exists():
+                atomic_write_json(meta, {"settings": self.settings(), "passages": n,
+                                         "corpus": self.corpus.name,
+                                         "corpus_fingerprint": self.corpus.fingerprint(),
+                                         "shard_size": self.shard_size})
+        return shards
+
+    def build_index(self):
+        """A FAISS exact inner-product index over the cached corpus embeddings."""
+        import faiss
+
+        index = None
+        for path in self.corpus_embeddings():
+            vec = np.load(path)
+            if index is None:
+                index = faiss.IndexFlatIP(vec.shape[1])
+            index.add(np.ascontiguousarray(vec, dtype=np.float32))
+        if index is None:
+            raise ConfigError(f"Corpus {self.corpus.name!r} is empty.")
+        return index
+
+    def save_index(self, path: str | Path) -> Path:
+        """Write the FAISS index to `path` (plus a .json with the settings it was built with)."""
+        import faiss
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        index = self._index if self._index is not None else self.build_index()
+        faiss.write_index(index, str(path))
+        atomic_write_json(path.with_suffix(path.suffix + ".json"),
+                          {"settings": {k: v for k, v in self.settings().items()
+                                        if k != "index_path"},
+                           "corpus": self.corpus.name, "ntotal": int(index.ntotal),
+                           "corpus_fingerprint": self.corpus.fingerprint()})
+        return path
+
+    def _open(self):
+        if self._index is not None:
+            return self._index
+        if self.index_path:
+            self._index = self._load_index(Path(self.index_path).expanduser())
+        else:
+            self._index = self.build_index()
+        return self._index
+
+    def _load_index(self, path: Path):
+        import faiss
+
+        if not path.exists():
+            raise ConfigError(f"retriever.index_path={str(path)!r} does not exist. Build it "
+                              f"deliberately with `python scripts/build_index.py corpus=... "
+                              f"retriever=...` (it is never built implicitly), or set "
+                              f"retriever.index_path=null to encode the corpus here.")
+        index = faiss.read_index(str(path))
+        meta = path.with_suffix(path.suffix + ".json")
+        if meta.exists():
+            info = json.loads(meta.read_text())
+            if info.get("settings", {}).get("encoder") not in (None, self.encoder_settings()):
+                raise ConfigError(f"FAISS index {path} was built with encoder settings "
+                                  f"{info['settings']['encoder']}, not {self.encoder_settings()}.")
+        if index.ntotal != len(self.corpus):
+            raise ConfigError(f"FAISS index {path} holds {index.ntotal} vectors but corpus "
+                              f"{self.corpus.name!r} has {len(self.corpus)} passages: they do "
+                              f"not belong together.")
+        return index
+
+    # ---- search -----------------------------------------------------------------------
+    def _search(self, queries: list[str], n: int) -> list[list[Hit]]:
+        index = self._open()
+        q = self.encode_queries(queries)
+        scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), min(n, index.ntotal))
+        out = []
+        for row_s, row_i in zip(scores, ids):
+            hits = []
+            for s, i in zip(row_s, row_i):
+                if i < 0:
+                    continue
+                p = self.corpus[int(i)]
+                hits.append(Hit(pid=p.pid, title=p.title, text=p.text, score=float(s)))
+            out.append(hits)
+        return out

