@@ -31,7 +31,7 @@ test-fast: setup
 
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
-	$(VENV)/bin/ragrepro-table ralm/table1
+	$(PY) -m ralm.table1 ralm/table1
 
 bench: setup
 	$(PY) -m scripts.bench

@@ -1,0 +1,263 @@
+"""The In-Context RALM evaluation loop over one token stream, batched.
+
+Per block of windows: retrieve for the windows that start a retrieval, choose a document
+(rerank), place it before the window's prefix, and score the window's new tokens. Window 0
+has no document. With the evaluated LM as the zero-shot/oracle scorer, ranking and target
+scoring share one pass per candidate, as in the official code (reference §3.5).
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from ragrepro.errors import ConfigError
+
+from . import rerank as rr
+from .windows import Window, make_windows, place_doc, query_span, rerank_input, retrieval_plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    max_length: int
+    stride: int
+    retrieval_stride: int
+    query_len: int
+    doc_max_tokens: int
+    k: int
+    rerank: str
+    rerank_tokens: int
+    seed: int = 0
+    window_bos: bool = False
+    batch_windows: int = 16
+    batch_size: int = 8
+
+    def validate(self) -> None:
+        rr.check_strategy(self.rerank)
+        if self.k < 1:
+            raise ConfigError(f"ralm.k={self.k} must be >= 1.")
+        zs = self.rerank == "zeroshot"
+        if self.rerank != "none" and self.doc_max_tokens + self.stride + (
+                self.rerank_tokens if zs else 0) >= self.max_length:
+            extra = f" + rerank_tokens ({self.rerank_tokens})" if zs else ""
+            raise ConfigError(
+                f"ralm.doc_max_tokens ({self.doc_max_tokens}) + stride ({self.stride}){extra}"
+                f" must be below ralm.max_length ({self.max_length}): the document would "
+                f"overwrite scored tokens.")
+        if self.retrieval_stride < self.stride:
+            raise ConfigError(f"ralm.retrieval_stride={self.retrieval_stride} is below "
+                              f"ralm.stride={self.stride}: every evaluation window already "
+                              f"retrieves; set retrieval_stride >= stride.")
+
+
+class DocSource(Protocol):
+    """Where documents come from: a retriever, or an official-format retrieval file."""
+
+    def docs(self, text_index: int, windows: Sequence[Window],
+             queries: Sequence[str]) -> list[list[dict[str, Any]]]: ...
+
+
+class Scorer(Protocol):
+    """The LM interface the engine needs (ragrepro.models.lm.LM satisfies it)."""
+
+    def score_targets(self, inputs: Sequence[Sequence[int]], target_starts: Sequence[int],
+                      batch_size: int = 8) -> list[np.ndarray]: ...
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = False) -> str: ...
+
+
+@dataclass
+class Choice:
+    """One retrieval: its query, its candidate documents and the chosen one."""
+
+    window: int
+    query: str
+    docs: list[dict[str, Any]]
+    chosen: int | None
+    rerank_scores: list[float] | None = None
+    doc_tokens: list[int] | None = None
+    # the chosen row's target log-probs when ranking already scored the retrieval window
+    target_logprobs: np.ndarray | None = None
+
+    def record(self) -> dict[str, Any]:
+        return {"window": self.window, "query": self.query, "docs": self.docs,
+                "chosen": self.chosen, "rerank_scores": self.rerank_scores}
+
+
+@dataclass
+class StreamEval:
+    """Evaluates one token stream. Callbacks: `encode_doc(doc) -> token ids` (truncated, the
+    official special-token policy); `predict(prefix_text, docs) -> scores` for predictive;
+    `zeroshot_other(...)` when the scoring LM is not the evaluated one."""
+
+    lm: Scorer
+    settings: EvalSettings
+    source: DocSource | None
+    encode_doc: Callable[[dict[str, Any]], list[int]]
+    bos_id: int | None = None
+    predict: Callable[[str, list[dict[str, Any]]], list[float]] | None = None
+    zeroshot_other: Callable[[Sequence[int], Window, list[dict[str, Any]]], list[float]] | None = None
+    on_window: Callable[[dict[str, Any]], None] | None = None
+    on_retrieval: Callable[[dict[str, Any]], None] | None = None
+    text_index: int = 0
+    reranker_prefix_tokens: int | None = None
+    choices: dict[int, Choice] = field(default_factory=dict)
+
+    # -- public ---------------------------------------------------------------------------
+    def run(self, stream: Sequence[int], done: dict[int, dict] | None = None,
+            restored: dict[int, dict] | None = None, progress: Any = None) -> list[dict[str, Any]]:
+        """Evaluate every window not in `done`; returns all window records, in order.
+        `restored` holds retrieval records of a killed run (its documents and choices)."""
+        s = self.settings
+        s.validate()
+        done = dict(done or {})
+        windows = make_windows(len(stream), s.max_length, s.stride)
+        plan = retrieval_plan(windows, s.retrieval_stride)
+        if s.rerank == "none":
+            plan = [None] * len(windows)
+        for w_idx, rec in (restored or {}).items():
+            self.choices[w_idx] = self._restore(rec)
+        todo = [w for w in windows if w.index not in done]
+        for b in range(0, len(todo), s.batch_windows):
+            block = todo[b:b + s.batch_windows]
+            self._retrieve(stream, windows, plan, block)
+            for rec in self._score(stream, plan, block):
+                done[rec["window"]] = rec
+                if self.on_window:
+                    self.on_window(rec)
+            if progress is not None:
+                progress.update(len(block))
+        return [done[w.index] for w in windows]
+
+    def plan_of(self, n_tokens: int) -> tuple[list[Window], list[int | None]]:
+        s = self.settings
+        windows = make_windows(n_tokens, s.max_length, s.stride)
+        plan = retrieval_plan(windows, s.retrieval_stride)
+        return windows, ([None] * len(windows) if s.rerank == "none" else plan)
+
+    def query_of(self, stream: Sequence[int], window: Window) -> str:
+        a, b = query_span(window.target_start, self.settings.query_len)
+        return self.lm.decode(stream[a:b])
+
+    # -- retrieval and reranking ------------------------------------------------------------
+    def _restore(self, rec: dict) -> Choice:
+        ch = Choice(window=rec["window"], query=rec["query"], docs=rec["docs"],
+                    chosen=rec["chosen"], rerank_scores=rec.get("rerank_scores"))
+        if ch.chosen is not None:
+            ch.doc_tokens = self.encode_doc(ch.docs[ch.chosen])
+        return ch
+
+    def _retrieve(self, stream: Sequence[int], windows: list[Window], plan: list[int | None],
+                  block: list[Window]) -> None:
+        needed = sorted({plan[w.index] for w in block} - {None} - set(self.choices))
+        if not needed:
+            return
+        if self.source is None:
+            raise ConfigError("ralm.rerank needs documents but no retriever or file was given.")
+        rwins = [windows[i] for i in needed]  # type: ignore[index]
+        queries = [self.query_of(stream, w) for w in rwins]
+        all_docs = self.source.docs(self.text_index, rwins, queries)
+        new: list[Choice] = []
+        for w, q, docs in zip(rwins, queries, all_docs):
+            docs = list(docs)[: self.settings.k]
+            new.append(Choice(window=w.index, query=q, docs=docs, chosen=None))
+        self._choose(stream, windows, new)
+        for ch in new:
+            self.choices[ch.window] = ch
+            if self.on_retrieval:
+                self.on_retrieval(ch.record())
+
+    def _choose(self, stream: Sequence[int], windows: list[Window], new: list[Choice]) -> None:
+        s = self.settings
+        lm_rows: list[tuple[Choice, int, list[int], int, int, int]] = []
+        for ch in new:
+            if not ch.docs:
+                continue  # no document: the window is scored without retrieval
+            if s.rerank == "first":
+                ch.chosen = rr.choose_first(len(ch.docs))
+            elif s.rerank == "random":
+                ch.chosen = rr.choose_random(len(ch.docs), s.seed, ch.window)
+            elif s.rerank == "predictive":
+                if self.predict is None:
+                    raise ConfigError("ralm.rerank=predictive needs a trained reranker.")
+                a, b = query_span(windows[ch.window].target_start,
+                                  self.reranker_prefix_tokens or s.query_len)
+                scores = self.predict(self.lm.decode(stream[a:b]), ch.docs)
+                ch.rerank_scores = [float(x) for x in scores]
+                ch.chosen = rr.choose_max_score(scores)
+            elif s.rerank == "zeroshot" and self.zeroshot_other is not None:
+                nll = self.zeroshot_other(stream, windows[ch.window], ch.docs)
+                ch.rerank_scores = [float(x) for x in nll]
+                ch.chosen = rr.choose_min_nll(nll)
+            else:  # zeroshot or oracle with the evaluated LM: one pass per candidate
+                for j, d in enumerate(ch.docs):
+                    toks = self.encode_doc(d)
+                    ids, a, b = rerank_input(stream, windows[ch.window], toks, s.rerank_tokens,
+                                             oracle=s.rerank == "oracle")
+                    lm_rows.append((ch, j, ids, a, b, windows[ch.window].target_start
+                                    - windows[ch.window].begin))
+        if lm_rows:
+            lps = self.lm.score_targets([r[2] for r in lm_rows], [r[3] for r in lm_rows],
+                                        batch_size=s.batch_size)
+            per: dict[int, list[tuple[float, np.ndarray]]] = {}
+            for (ch, j, ids, a, b, start), lp in zip(lm_rows, lps):
+                rank_nll = -float(np.sum(lp[: b - a]))
+                per.setdefault(ch.window, []).append((rank_nll, lp[start - a:]))
+            for ch in new:
+                if ch.window in per:
+                    rows = per[ch.window]
+                    ch.rerank_scores = [r[0] for r in rows]
+                    ch.chosen = rr.choose_min_nll(ch.rerank_scores)
+                    ch.target_logprobs = rows[ch.chosen][1]
+        for ch in new:
+            if ch.chosen is not None and ch.doc_tokens is None:
+                ch.doc_tokens = self.encode_doc(ch.docs[ch.chosen])
+
+    # -- scoring ----------------------------------------------------------------------------
+    def _score(self, stream: Sequence[int], plan: list[int | None],
+               block: list[Window]) -> list[dict[str, Any]]:
+        inputs, starts, todo = [], [], []
+        found: dict[int, np.ndarray] = {}
+        for w in block:
+            ch = self.choices.get(plan[w.index]) if plan[w.index] is not None else None
+            if ch is not None and ch.window == w.index and ch.target_logprobs is not None:
+                found[w.index] = ch.target_logprobs  # scored in the ranking pass
+                continue
+            doc = ch.doc_tokens if ch is not None and ch.chosen is not None else None
+            ids, start = place_doc(stream, w, doc,
+                                   bos_id=self.bos_id if self.settings.window_bos else None)
+            inputs.append(ids)
+            starts.append(start)
+            todo.append(w.index)
+        if inputs:
+            for i, lp in zip(todo, self.lm.score_targets(inputs, starts,
+                                                         batch_size=self.settings.batch_size)):
+                found[i] = lp
+        out = []
+        for w in block:
+            lp = found[w.index]
+            ch = self.choices.get(plan[w.index]) if plan[w.index] is not None else None
+            rec: dict[str, Any] = {
+                "text": self.text_index, "window": w.index, "begin": w.begin, "end": w.end,
+                "target_start": w.target_start, "n_scored": len(lp),
+                "nll_sum": -float(np.sum(lp)), "retrieval_window": plan[w.index]}
+            if len(lp) != w.n_scored:
+                raise AssertionError(f"window {w.index}: scored {len(lp)} of {w.n_scored}")
+            if ch is not None:
+                rec["query"] = ch.query
+                if ch.chosen is not None:
+                    d = ch.docs[ch.chosen]
+                    rec.update(doc_rank=ch.chosen, doc_pid=d.get("id", d.get("pid")),
+                               doc_title=d.get("title"), doc_score=d.get("score"),
+                               doc_tokens=len(ch.doc_tokens or []),
+                               rerank_score=(ch.rerank_scores[ch.chosen]
+                                             if ch.rerank_scores else None))
+                else:
+                    rec["doc_rank"] = None
+            out.append(rec)
+        return out

@@ -1,0 +1,357 @@
+"""Pipeline `ralm.lm_eval.run`: In-Context RALM perplexity with optional retrieval and
+reranking (paper §3-§6; official eval_lm.py + prepare_retrieval_data.py).
+
+Per window it appends one record to samples.jsonl (the resume checkpoint) and per retrieval
+one to retrievals.jsonl; at the end it writes retrieval.json in the official format.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from ragrepro.data.records import LMDoc
+from ragrepro.errors import ConfigError
+from ragrepro.io import read_jsonl_tolerant
+from ragrepro.metrics import get_metric
+from ragrepro.metrics.perplexity import WORD_COUNT_RULES, count_words
+from ragrepro.paths import CONF_DIR
+from ragrepro.runner import Result
+from ragrepro.tracking import Run
+
+from . import official_format as off
+from .engine import EvalSettings, StreamEval
+from .windows import Window
+
+log = logging.getLogger(__name__)
+
+STREAMS = ("joined", "per_document")
+
+
+# -- inputs -------------------------------------------------------------------------------
+def load_texts(cfg: DictConfig) -> list[LMDoc]:
+    """The dataset's documents (first `limit`), through the dataset config's loader."""
+    from hydra.utils import instantiate
+
+    ds = cfg.dataset
+    kw = {} if "limit" in ds else {"limit": cfg.get("limit")}
+    return list(instantiate(ds, _convert_="all", **kw))
+
+
+def streams_of(docs: Sequence[LMDoc], mode: str) -> list[str]:
+    """joined: one text, the documents concatenated with "" (official eval_lm.py);
+    per_document: one text per document, each its own stream."""
+    if mode == "joined":
+        return ["".join(d.text for d in docs)]
+    if mode == "per_document":
+        return [d.text for d in docs]
+    raise ConfigError(f"ralm.stream={mode!r}; use one of {STREAMS}.")
+
+
+def forbidden_titles(cfg: DictConfig) -> list[str]:
+    """`auto`: wiki-vital -> its held-out LM titles; wikitext-103 -> the official 125-line
+    list, which must be given as a file (ralm.forbidden_titles=PATH); others -> none."""
+    value = cfg.ralm.get("forbidden_titles", "auto")
+    if value in (None, "none"):
+        return []
+    if value != "auto":
+        p = Path(str(value)).expanduser()
+        if not p.exists():
+            raise ConfigError(f"ralm.forbidden_titles={value!r}: file not found. Give a text "
+                              f"file with one title per line, `auto` or `none`.")
+        return [t.strip().strip('"') for t in p.read_text(encoding="utf-8").splitlines()
+                if t.strip()]
+    name = cfg.dataset.get("name")
+    if name == "wiki-vital":
+        from ragrepro.data.vital import heldout_titles
+
+        return heldout_titles()
+    if name == "wikitext-103":
+        raise ConfigError(
+            "WikiText-103 needs the official forbidden-titles list (its dev/test articles, "
+            "removed from Wikipedia retrieval): download ralm/retrievers/"
+            "wikitext103_forbidden_titles.txt from AI21Labs/in-context-ralm and set "
+            "ralm.forbidden_titles=/path/to/it (or ralm.forbidden_titles=none to skip the filter).")
+    return []
+
+
+def load_model_by_name(cfg: DictConfig, name: str):
+    """Instantiate conf/model/<name>.yaml with this run's dtype and device."""
+    from hydra.utils import instantiate
+
+    path = CONF_DIR / "model" / f"{name}.yaml"
+    if not path.exists():
+        from ragrepro.configcheck import group_options
+        from ragrepro.errors import unknown_name
+
+        raise unknown_name("model config", name, group_options("model"))
+    node = OmegaConf.create({"dtype": cfg.dtype, "device": cfg.device,
+                             "m": OmegaConf.load(path)})
+    return instantiate(node.m), OmegaConf.to_container(node.m, resolve=True)
+
+
+def eval_settings(cfg: DictConfig) -> EvalSettings:
+    r = cfg.ralm
+    stride = int(r.stride)
+    return EvalSettings(
+        max_length=int(r.max_length), stride=stride,
+        retrieval_stride=int(r.retrieval_stride if r.get("retrieval_stride") is not None
+                             else stride),
+        query_len=int(r.query_len), doc_max_tokens=int(r.doc_max_tokens), k=int(r.k),
+        rerank=str(r.rerank), rerank_tokens=int(r.rerank_tokens), seed=int(cfg.seed),
+        window_bos=bool(window_bos(cfg)), batch_windows=int(r.get("batch_windows", 16)),
+        batch_size=int(cfg.batch_size))
+
+
+def window_bos(cfg: DictConfig) -> bool:
+    v = cfg.ralm.get("window_bos", "auto")
+    return bool(cfg.model.get("add_bos", False)) if v == "auto" else bool(v)
+
+
+def retrieval_file(cfg: DictConfig) -> str | None:
+    from_file = OmegaConf.select(cfg, "retrieval.from_file")
+    own = cfg.ralm.get("retrieval_file")
+    if from_file and own and str(from_file) != str(own):
+        raise ConfigError("retrieval.from_file and ralm.retrieval_file name different files; "
+                          "set one.")
+    return from_file or own
+
+
+# -- document sources -----------------------------------------------------------------------
+def hit_dict(h: Any) -> dict[str, Any]:
+    return {"id": h.pid, "title": h.title, "text": h.text, "score": float(h.score)}
+
+
+class RetrieverSource:
+    def __init__(self, retriever: Any, k: int, exclude: Sequence[str]):
+        self.retriever, self.k, self.exclude = retriever, k, list(exclude)
+
+    def docs(self, text_index: int, windows: Sequence[Window],
+             queries: Sequence[str]) -> list[list[dict]]:
+        hits = self.retriever.search(list(queries), self.k, exclude_titles=self.exclude)
+        return [[hit_dict(h) for h in hs] for hs in hits]
+
+
+class FileSource:
+    """Documents of an official-format retrieval file, by window index."""
+
+    def __init__(self, path: str, texts: list[list[dict]]):
+        self.path, self.texts = path, texts
+
+    def docs(self, text_index: int, windows: Sequence[Window],
+             queries: Sequence[str]) -> list[list[dict]]:
+        return [off.docs_of(self.texts[text_index][w.index]) for w in windows]
+
+
+# -- the pipeline ---------------------------------------------------------------------------
+def _doc_encoder(lm: Any, max_tokens: int, bos_first: bool):
+    """The official encoding of a document: title + "\\n" + text, tokenizer.encode with its
+    default special tokens, truncated to max_tokens."""
+    cache: dict[str, list[int]] = {}
+
+    def encode(doc: dict) -> list[int]:
+        text = off.doc_text(doc)
+        if text not in cache:
+            ids = lm.tokenizer(text, add_special_tokens=True, truncation=True,
+                               max_length=max_tokens)["input_ids"]
+            if bos_first and lm.bos_id is not None and (not ids or ids[0] != lm.bos_id):
+                ids = ([lm.bos_id] + list(ids))[:max_tokens]
+            cache[text] = list(ids)
+        return cache[text]
+
+    return encode
+
+
+def _other_zeroshot(scorer: Any, lm: Any, s: EvalSettings, encode_doc_scorer):
+    """Zero-shot ranking with a scoring LM that is not the evaluated one (paper Table 3):
+    the window's prefix is decoded and re-encoded with the scorer's tokenizer, the document
+    overwrites its first positions, and the last s' scorer tokens are scored."""
+    def nlls(stream: Sequence[int], window: Window, docs: list[dict]) -> list[float]:
+        ctx = scorer.encode(lm.decode(stream[window.begin:window.target_start]), add_bos=False)
+        rows, starts = [], []
+        for d in docs:
+            dt = encode_doc_scorer(d)
+            if len(dt) + s.rerank_tokens > len(ctx):
+                raise ConfigError("the scorer's document covers the tokens it should rank; "
+                                  "lower ralm.doc_max_tokens or ralm.rerank_tokens.")
+            rows.append(list(dt) + list(ctx[len(dt):]))
+            starts.append(len(ctx) - s.rerank_tokens)
+        return [-float(np.sum(lp)) for lp in scorer.score_targets(rows, starts, s.batch_size)]
+
+    return nlls
+
+
+def run(cfg: DictConfig, run: Run) -> Result:
+    from tqdm import tqdm
+
+    s = eval_settings(cfg)
+    s.validate()
+    r = cfg.ralm
+    word_rule = str(r.get("word_count", "spaces"))
+    if word_rule not in WORD_COUNT_RULES:
+        raise ConfigError(f"ralm.word_count={word_rule!r}; use one of {WORD_COUNT_RULES}.")
+    stream_mode = str(r.get("stream", "joined"))
+    rfile = retrieval_file(cfg)
+    scorer_name = r.get("scorer_model")
+    if scorer_name and s.rerank != "zeroshot":
+        raise ConfigError("ralm.scorer_model only applies to ralm.rerank=zeroshot.")
+
+    with run.timed("load_data"):
+        docs = load_texts(cfg)
+        texts = streams_of(docs, stream_mode)
+    with run.timed("load_model"):
+        from hydra.utils import instantiate
+
+        lm = instantiate(cfg.model)
+    streams = [lm.encode(t) for t in texts]  # the model's BOS policy (Gemma: BOS first)
+    settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
+
+    source, retriever_settings = None, None
+    exclude = forbidden_titles(cfg) if s.rerank != "none" else []
+    if s.rerank != "none":
+        with run.timed("retriever"):
+            if rfile:
+                texts_entries = off.read_file(rfile)
+                if len(texts_entries) != len(streams):
+                    raise ConfigError(f"retrieval file {rfile} holds {len(texts_entries)} texts, "
+                                      f"this run {len(streams)} (ralm.stream={stream_mode}, "
+                                      f"limit={cfg.get('limit')}).")
+                for i, (st, ent) in enumerate(zip(streams, texts_entries)):
+                    from .windows import make_windows
+
+                    off.check_windows(rfile, ent, make_windows(len(st), s.max_length, s.stride),
+                                      s.stride, s.max_length, len(st), i)
+                source = FileSource(rfile, texts_entries)
+                retriever_settings = {"from_file": str(rfile)}
+            else:
+                from ragrepro.retrieval import build_corpus, build_retriever
+
+                retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+                source = RetrieverSource(retriever, s.k, exclude)
+                retriever_settings = retriever.settings()
+
+    predict = None
+    reranker_info: dict[str, Any] = {}
+    if s.rerank == "predictive":
+        from .reranker import get_reranker
+
+        with run.timed("reranker"):
+            predict, reranker_info = get_reranker(cfg, lm, source_for_training(cfg, s))
+    zs_other, scorer_info = None, None
+    if scorer_name and scorer_name != cfg.model.name:
+        with run.timed("load_scorer"):
+            scorer, scorer_info = load_model_by_name(cfg, scorer_name)
+        zs_other = _other_zeroshot(scorer, lm, s, _doc_encoder(scorer, s.doc_max_tokens,
+                                                               scorer.add_bos))
+
+    done: dict[tuple[int, int], dict] = {(d["text"], d["window"]): d
+                                         for d in run.repair_samples()}
+    restored: dict[tuple[int, int], dict] = {}
+    rpath = run.path("retrievals.jsonl")
+    if rpath.exists():
+        for rec in read_jsonl_tolerant(rpath):
+            restored[(rec["text"], rec["window"])] = rec
+    if done:
+        log.info("Resuming: %d windows already scored", len(done))
+
+    import json
+
+    from ragrepro.io import append_line
+
+    def add_retrieval(text_index: int):
+        def f(rec: dict) -> None:
+            append_line(rpath, json.dumps({"text": text_index, **rec}, ensure_ascii=False))
+        return f
+
+    encode_doc = _doc_encoder(lm, s.doc_max_tokens, s.window_bos)
+    all_records: list[list[dict]] = []
+    evaluators: list[StreamEval] = []
+    total = sum(len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams)
+    with run.timed("evaluate"), tqdm(total=total, desc=f"ralm {cfg.model.name} {s.rerank}",
+                                     unit="win", initial=len(done)) as bar:
+        for ti, st in enumerate(streams):
+            ev = StreamEval(lm, s, source, encode_doc, bos_id=lm.bos_id, predict=predict,
+                            zeroshot_other=zs_other, on_window=run.add_sample,
+                            on_retrieval=add_retrieval(ti), text_index=ti,
+                            reranker_prefix_tokens=reranker_info.get("prefix_tokens"))
+            mine = {w: d for (t, w), d in done.items() if t == ti}
+            rest = {w: d for (t, w), d in restored.items() if t == ti}
+            all_records.append(ev.run(st, mine, rest, progress=bar))
+            evaluators.append(ev)
+
+    with run.timed("write_retrieval_file"):
+        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, stream_mode)
+
+    metrics = aggregate(all_records, streams, texts, word_rule, lm.add_bos)
+    settings.update({"retriever": (retriever_settings or {}).get("name",
+                                   (retriever_settings or {}).get("retriever"))
+                     if not rfile else "file", "n_forbidden_titles": len(exclude)})
+    if scorer_info:
+        settings["scorer_model_revision"] = scorer_info.get("revision")
+    if reranker_info:
+        settings.update(reranker_model=reranker_info.get("model_key"),
+                        reranker_encoder=reranker_info.get("encoder"),
+                        reranker_label_model=reranker_info.get("label_model"))
+    extra = {"retriever_settings": retriever_settings, "reranker": reranker_info,
+             "scorer_model": scorer_info}
+    return Result(metrics=metrics, settings=settings, extra=extra)
+
+
+def source_for_training(cfg: DictConfig, s: EvalSettings):
+    return None  # the reranker builds its own retriever over the training texts
+
+
+def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]],
+              texts: Sequence[str], word_rule: str, add_bos: bool) -> dict[str, Any]:
+    """Word and token perplexity from the same NLL sum (reference §3.6). Token level divides
+    by the number of text tokens (the official dataset_len: token 0 included when it is
+    unscored; an added BOS is not a text token)."""
+    nll = float(sum(r["nll_sum"] for rs in records for r in rs))
+    n_scored = int(sum(r["n_scored"] for rs in records for r in rs))
+    n_tokens = int(sum(len(st) - (1 if add_bos and st else 0) for st in streams))
+    n_words = int(sum(count_words(t, word_rule) for t in texts))
+    n_ret = sum(1 for rs in records for r in rs if r.get("doc_rank") is not None)
+    return {
+        "ppl_word": get_metric("ppl_word").aggregate([(nll, n_words)]),
+        "ppl_token": get_metric("ppl_token").aggregate([(nll, n_tokens)]),
+        "nll_sum": nll, "n_scored_tokens": n_scored, "n_tokens": n_tokens, "n_words": n_words,
+        "n_windows": int(sum(len(rs) for rs in records)), "n_windows_with_doc": int(n_ret),
+        "n_texts": len(texts)}
+
+
+def write_official_file(path: Path, lm: Any, streams: Sequence[Sequence[int]],
+                        evaluators: Sequence[StreamEval], stream_mode: str) -> None:
+    out = []
+    for st, ev in zip(streams, evaluators):
+        windows, plan = ev.plan_of(len(st))
+        entries = []
+        for w in windows:
+            ch = ev.choices.get(plan[w.index]) if plan[w.index] is not None else None
+            query = ch.query if ch else ("" if w.index == 0 else ev.query_of(st, w))
+            docs = [{k: d[k] for k in ("title", "text", "score", "id") if k in d}
+                    for d in (ch.docs if ch else [])]
+            entries.append(off.entry(w, lm.decode(st[(0 if w.index == 0 else w.target_start):
+                                                     w.end]), query, docs))
+        out.append(entries)
+    off.write_file(path, out, joined=stream_mode == "joined")
+
+
+def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mode: str,
+                    rfile: str | None, lm: Any) -> dict[str, Any]:
+    """Everything that changes the number, for the results row."""
+    return {
+        "stride": s.stride, "retrieval_stride": s.retrieval_stride, "query_len": s.query_len,
+        "max_length": s.max_length, "doc_max_tokens": s.doc_max_tokens,
+        "k": s.k if s.rerank != "none" else None, "rerank": s.rerank,
+        "rerank_tokens": s.rerank_tokens if s.rerank == "zeroshot" else None,
+        "scorer_model": (cfg.ralm.get("scorer_model") or cfg.model.name)
+        if s.rerank == "zeroshot" else None,
+        "word_count": word_rule, "stream": stream_mode, "add_bos": bool(lm.add_bos),
+        "window_bos": s.window_bos, "retrieval_file": rfile,
+        "forbidden_titles": str(cfg.ralm.get("forbidden_titles", "auto")),
+        "corpus": cfg.corpus.get("name") if s.rerank != "none" and not rfile else None,
+    }

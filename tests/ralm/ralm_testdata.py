@@ -1,0 +1,26 @@
+"""Shared test text and documents for the RALM tests."""
+TEXT = (
+    "The Amazon River in South America is the largest river by discharge volume of water in "
+    "the world, and the disputed longest river system in the world in comparison to the Nile. "
+    "The headwaters of the Apurimac River on Nevado Mismi had been considered for nearly a "
+    "century as the Amazon basin's most distant source, until a 2014 study found it to be the "
+    "headwaters of the Mantaro River on the Cordillera Rumi Cruz in Peru. The Mantaro and "
+    "Apurimac rivers join, and with other tributaries form the Ucayali River, which in turn "
+    "meets the Maranon River upstream of Iquitos, Peru, forming what countries other than "
+    "Brazil consider to be the main stem of the Amazon. Brazilians call this section the "
+    "Solimoes River above its confluence with the Rio Negro, forming what Brazilians call the "
+    "Amazon at the Meeting of Waters at Manaus, the largest city on the river. The river "
+    "system originates in the Andes and drains into the Atlantic Ocean near the city of Belem."
+)
+
+DOCS = [
+    {"id": "d0", "title": "Nile", "score": 9.0,
+     "text": "The Nile is a major north-flowing river in northeastern Africa. It flows into "
+             "the Mediterranean Sea."},
+    {"id": "d1", "title": "Amazon River", "score": 8.0,
+     "text": "The Amazon River in South America is the largest river by discharge volume of "
+             "water in the world. Its source is in the Andes of Peru."},
+    {"id": "d2", "title": "Manaus", "score": 7.0,
+     "text": "Manaus is the capital and largest city of the Brazilian state of Amazonas, at the "
+             "confluence of the Negro and Solimoes rivers."},
+]
