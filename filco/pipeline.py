@@ -1,0 +1,379 @@
+"""FilCo experiments: the Full / Psg / FilCo / Silver comparison (Fig. 4, Table 5), the
+per-measure comparison (Table 4), context statistics (Table 3, Fig. 6) and retrieval
+statistics (Table 2). One run = one setting on one evaluation set = one CSV row."""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragrepro.errors import ConfigError
+from ragrepro.hashing import hash_obj
+from ragrepro.metrics import get_metric
+from ragrepro.metrics.qa import unigram_precision
+from ragrepro.paths import cache_dir
+from ragrepro.runner import Result
+from ragrepro.tracking import Run
+
+from . import prompts
+from .cxmi import CxmiScorer
+from .data import default_split, load_examples, task_for
+from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
+from .silver import (
+    Example,
+    Silver,
+    choose_output,
+    ctx_train_target,
+    eval_context,
+    gen_train_context,
+    psg_labels,
+    silver_contexts,
+)
+from .split import split_sentences
+from .tasks import Task, get_task
+from .train import TrainConfig, trained_lm
+
+log = logging.getLogger(__name__)
+SETTINGS = ("full", "psg", "filco", "silver")
+
+
+# -- settings ------------------------------------------------------------------------------
+def measure_spec(fc: DictConfig, task: Task) -> MeasureSpec:
+    name = task.measure if fc.measure == "auto" else fc.measure
+    raw = fc.get("measure_overrides")
+    overrides = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
+    return MeasureSpec.from_mode(name, fc.measure_mode, **overrides)  # type: ignore[arg-type]
+
+
+def train_config(fc: DictConfig, role: str, seed: int) -> TrainConfig:
+    merged = OmegaConf.merge(fc.train.common, fc.train.get(role) or {})
+    d = OmegaConf.to_container(merged, resolve=True)
+    return TrainConfig(seed=seed, **d)  # type: ignore[arg-type]
+
+
+@dataclass
+class Ctx:
+    """Everything a run needs, built once."""
+
+    cfg: DictConfig
+    fc: DictConfig
+    task: Task
+    spec: MeasureSpec
+    k: int
+    lm: Any
+    split: Any
+
+    def cache_file(self, kind: str, key_obj: Any) -> Any:
+        path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+def _cached_json(path, compute):
+    if path.exists():
+        return json.loads(path.read_text())
+    value = compute()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(value))
+    os.replace(tmp, path)
+    return value
+
+
+def examples_key(exs: Sequence[Example]) -> str:
+    return hash_obj([[e.qid, e.question, list(e.answers), list(e.passages), e.task] for e in exs], 32)
+
+
+def build_ctx(cfg: DictConfig, load_model: bool = True) -> Ctx:
+    from hydra.utils import instantiate
+
+    fc = cfg.filco
+    task = get_task(task_for(fc.eval_data.name, fc.task))
+    lm = instantiate(cfg.model) if load_model else None
+    return Ctx(cfg, fc, task, measure_spec(fc, task), int(fc.k), lm,
+               partial(split_sentences, splitter=fc.splitter))
+
+
+def load_data(c: Ctx, which: str) -> list[Example]:
+    from ragrepro.retrieval import build_corpus, build_retriever
+
+    spec = OmegaConf.to_container(c.fc[which], resolve=True)
+    needs = c.fc.passages != "record"
+    retriever = build_retriever(c.cfg.retriever, build_corpus(c.cfg.corpus)) if needs else None
+    return load_examples(spec, retriever, c.k, c.task.name, c.fc.passages)
+
+
+# -- silver contexts -----------------------------------------------------------------------
+def cxmi_scorer(c: Ctx) -> CxmiScorer:
+    from hydra.utils import instantiate
+
+    scorer_cfg = c.fc.cxmi.get("scorer_model")
+    lm = c.lm if scorer_cfg is None else instantiate(scorer_cfg)
+    return CxmiScorer(lm, c.task, prompt=c.fc.cxmi.prompt, batch_size=int(c.fc.cxmi.batch_size),
+                      max_input_tokens=int(c.fc.max_input_tokens))
+
+
+def silvers(c: Ctx, exs: Sequence[Example]) -> list[Silver]:
+    scorer = cxmi_scorer(c) if c.spec.name == "cxmi" else None
+    key = {"examples": examples_key(exs), "spec": c.spec.as_dict(), "splitter": c.fc.splitter,
+           "scorer": None if scorer is None else [scorer.lm.name, scorer.lm.revision,
+                                                   scorer.prompt, scorer.max_input_tokens]}
+    rows = _cached_json(c.cache_file("silver", key), lambda: [
+        s.__dict__ for s in silver_contexts(exs, c.spec, c.split, scorer)])
+    return [Silver(**r) for r in rows]
+
+
+# -- models --------------------------------------------------------------------------------
+def _join(passages: Sequence[str]) -> str:
+    return "\n".join(passages)
+
+
+def gen_pairs(c: Ctx, exs: Sequence[Example], contexts: Sequence[str]) -> list[tuple[str, str]]:
+    return [(prompts.gen_prompt(c.task, e.question, ctx),
+             prompts.gen_target(c.task, choose_output(e.answers, e.passages)))
+            for e, ctx in zip(exs, contexts)]
+
+
+def train_contexts(c: Ctx, setting: str, exs: Sequence[Example], sil: Sequence[Silver]) -> list[str]:
+    """M_gen training contexts: full passages (Full), the passages the measure drew from
+    (Psg), or the silver sentences (FilCo and Silver share one generator)."""
+    rule = c.fc.fallback.gen_train
+    if setting == "full":
+        return [_join(e.passages) for e in exs]
+    if setting == "psg":
+        return [_join([p for p, keep in zip(e.passages, psg_labels(s, len(e.passages))) if keep])
+                or gen_train_context(Silver(""), e.passages, rule) for e, s in zip(exs, sil)]
+    return [gen_train_context(s, e.passages, rule) for e, s in zip(exs, sil)]
+
+
+def generator(c: Ctx, setting: str, exs: Sequence[Example], sil: Sequence[Silver]):
+    role = "gen-full" if setting == "full" else "gen-psg" if setting == "psg" else "gen-silver"
+    pairs = gen_pairs(c, exs, train_contexts(c, setting, exs, sil))
+    return trained_lm(c.lm, pairs, train_config(c.fc, "gen", int(c.cfg.seed)), role)
+
+
+def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
+    pairs = []
+    for e, s in zip(exs, sil):
+        if not s.text and c.fc.fallback.ctx_target == "drop":
+            continue
+        pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages),
+                      ctx_train_target(s, c.fc.fallback.ctx_target, e.passages)))
+    return trained_lm(c.lm, pairs, train_config(c.fc, "ctx", int(c.cfg.seed)), "ctx")
+
+
+def psg_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
+    pairs = [(prompts.psg_prompt(c.task, e.question, p), prompts.PSG_YES if keep else prompts.PSG_NO)
+             for e, s in zip(exs, sil)
+             for p, keep in zip(e.passages, psg_labels(s, len(e.passages)))]
+    return trained_lm(c.lm, pairs, train_config(c.fc, "psg", int(c.cfg.seed)), "psg")
+
+
+def generate_texts(c: Ctx, lm: Any, sources: Sequence[str], max_new: int, what: str) -> list[str]:
+    from tqdm import tqdm
+
+    from .encoding import prompt_ids
+
+    key = {"model": [lm.name, lm.revision], "sources": hash_obj(list(sources), 32),
+           "max_new": max_new, "max_in": int(c.fc.max_input_tokens)}
+
+    def compute() -> list[str]:
+        out: list[str] = []
+        bs = int(c.fc.gen_batch_size)
+        for b in tqdm(range(0, len(sources), bs), desc=what, leave=False):
+            ids = [prompt_ids(lm, s, int(c.fc.max_input_tokens)) for s in sources[b:b + bs]]
+            gen = lm.generate(ids, max_new_tokens=max_new, batch_size=bs)
+            out += [lm.decode(g, skip_special_tokens=True).strip() for g in gen]
+        return out
+
+    return _cached_json(c.cache_file("generations", key), compute)
+
+
+# -- test-time contexts --------------------------------------------------------------------
+def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Example],
+                  sil_train: Sequence[Silver], sil_test: Sequence[Silver]) -> tuple[list[str], dict]:
+    """The context each test example's generator sees, and what produced it."""
+    rule = c.fc.fallback.test
+    info: dict[str, Any] = {}
+    if setting == "full":
+        return [_join(e.passages) for e in test], info
+    if setting == "silver" or (setting == "filco" and c.fc.test_context == "silver_as_released"):
+        # silver_as_released: the released replace_context.py feeds the silver context copied
+        # by query.py instead of the filter's predictions (issue #10)
+        return [eval_context(s.text, e.passages, rule) for e, s in zip(test, sil_test)], info
+    if setting == "psg":
+        model, info = psg_filter(c, train, sil_train)
+        sources = [prompts.psg_prompt(c.task, e.question, p) for e in test for p in e.passages]
+        verdicts = iter(generate_texts(c, model, sources, 2, "psg filter"))
+        out = []
+        for e in test:
+            kept = [p for p in e.passages if next(verdicts).lower().startswith(prompts.PSG_YES)]
+            out.append(eval_context(_join(kept), e.passages, rule))
+        return out, info
+    if setting == "filco":
+        model, info = ctx_filter(c, train, sil_train)
+        sources = [prompts.ctx_prompt(c.task, e.question, e.passages) for e in test]
+        preds = generate_texts(c, model, sources, int(c.fc.ctx_max_new_tokens), "M_ctx")
+        return [eval_context(p, e.passages, rule) for p, e in zip(preds, test)], info
+    raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
+
+
+# -- the pipelines -------------------------------------------------------------------------
+def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]:
+    fc = c.fc
+    return {"setting": setting, "family": c.lm.kind, "generator": c.lm.name,
+            "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
+            "measure": c.spec.name, "measure_mode": c.spec.mode,
+            "measure_threshold": c.spec.threshold, "splitter": fc.splitter,
+            "eval_dataset": fc.eval_data.name,
+            "eval_split": fc.eval_data.split or default_split(fc.eval_data.name),
+            "eval_limit": fc.eval_data.get("limit"), "train_dataset": fc.train_data.name,
+            "train_split": fc.train_data.split, "train_limit": fc.train_data.get("limit"),
+            "n_train": n_train, "n_eval": n_test, "gen_format": fc.gen_format,
+            "test_context": fc.test_context, "fallback_test": fc.fallback.test,
+            "fallback_gen_train": fc.fallback.gen_train,
+            "fallback_ctx_target": fc.fallback.ctx_target,
+            "cxmi_scorer": (fc.cxmi.get("scorer_model") or {}).get("name", "generator-base"),
+            "cxmi_prompt": fc.cxmi.prompt, "retriever": c.cfg.retriever.get("name"),
+            "train_epochs": fc.train.common.epochs, "train_max_steps": fc.train.common.max_steps,
+            "train_lr": fc.train.common.lr, "lora": fc.train.common.lora,
+            "max_input_tokens": fc.max_input_tokens, "gen_max_new_tokens": fc.gen_max_new_tokens,
+            "ctx_max_new_tokens": fc.ctx_max_new_tokens}
+
+
+def context_record(c: Ctx, e: Example, context: str) -> dict[str, Any]:
+    """Per-example context statistics: Table 3 (unigram precision of the context against the
+    gold output, max over answers) and Fig. 6 (generator input tokens: query + context)."""
+    from .encoding import count_tokens
+
+    n_q, n_ctx = count_tokens(c.lm, [e.question, context])
+    return {"qid": e.qid, "question": e.question, "answers": list(e.answers), "context": context,
+            "context_empty": not context.strip(),
+            "context_precision": max((unigram_precision(context, a) for a in e.answers),
+                                     default=0.0),
+            "input_tokens": n_q + n_ctx, "context_tokens": n_ctx}
+
+
+def run(cfg: DictConfig, run: Run) -> Result:
+    """One setting (filco.setting) on one evaluation set. filco.stage=context stops after
+    building the contexts (Table 3 / Fig. 6 need no generator)."""
+    c = build_ctx(cfg)
+    setting = c.fc.setting
+    if setting not in SETTINGS:
+        raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
+    with run.timed("data"):
+        train, test = load_data(c, "train_data"), load_data(c, "eval_data")
+    records, extra, sil_train = evaluate(c, setting, train, test, run)
+    metrics: dict[str, Any] = _aggregate(records, c.task, c.fc.stage == "generate")
+    if setting != "full":  # Full needs no silver contexts
+        metrics["silver_empty_train"] = sum(s.empty for s in sil_train) / max(1, len(sil_train))
+    return Result(metrics=metrics, settings=_settings(c, setting, len(train), len(test)),
+                  extra=extra)
+
+
+def evaluate(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Example],
+             run: Run) -> tuple[list[dict], dict, list[Silver]]:
+    """Contexts for `setting`, then (stage=generate) the generator's predictions and scores.
+    Per-sample records go to run.add_sample (a rerun skips the ones already written)."""
+    with run.timed("silver"):
+        sil_train = silvers(c, train) if setting != "full" else [Silver("")] * len(train)
+        sil_test = silvers(c, test) if setting == "silver" or c.fc.test_context != "predicted" \
+            else [Silver("")] * len(test)
+    with run.timed("filter"):
+        contexts, filter_info = contexts_for(c, setting, train, test, sil_train, sil_test)
+    done = {r["qid"]: r for r in run.repair_samples()}
+    records = [context_record(c, e, ctx) for e, ctx in zip(test, contexts)]
+    extra: dict[str, Any] = {"filter_train": filter_info, "cxmi_threshold_note": CXMI_THRESHOLD_NOTE}
+    if c.fc.stage == "generate":
+        with run.timed("generator"):
+            gen, gen_info = generator(c, setting, train, sil_train)
+            extra["generator_train"] = gen_info
+            _generate_and_record(c, gen, setting, test, contexts, records, done, run)
+    else:
+        for r in records:
+            if r["qid"] not in done:
+                run.add_sample({"setting": setting, **r})
+    return records, extra, list(sil_train)
+
+
+def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example],
+                         contexts: Sequence[str], records: list[dict], done: dict[str, dict],
+                         run: Run) -> None:
+    """M_gen predictions, batch by batch; each finished batch is written at once, and examples
+    already in samples.jsonl (a killed run) are taken from there instead of regenerated."""
+    from tqdm import tqdm
+
+    from .encoding import prompt_ids
+
+    todo = []
+    for i, r in enumerate(records):
+        if "raw_output" in done.get(r["qid"], {}):
+            r.update({k: done[r["qid"]][k] for k in ("raw_output", "prediction", "score",
+                                                      "score_code")})
+        else:
+            todo.append(i)
+    bs = int(c.fc.gen_batch_size)
+    for b in tqdm(range(0, len(todo), bs), desc="M_gen", leave=False):
+        idx = todo[b:b + bs]
+        ids = [prompt_ids(gen, prompts.gen_prompt(c.task, test[i].question, contexts[i],
+                                                  c.fc.gen_format), int(c.fc.max_input_tokens))
+               for i in idx]
+        outs = gen.generate(ids, max_new_tokens=int(c.fc.gen_max_new_tokens), batch_size=bs)
+        for i, out_ids in zip(idx, outs):
+            r = records[i]
+            out = gen.decode(out_ids, skip_special_tokens=True).strip()
+            pred = prompts.clean_output(out)
+            # score_code: the official eval.py normalisation / character F1, same prediction
+            r.update(raw_output=out, prediction=pred,
+                     score=get_metric(c.task.metric).fn(pred, r["answers"]),
+                     score_code=get_metric(c.task.metric_code).fn(pred, r["answers"]))
+            run.add_sample({"setting": setting, **r})
+
+
+def _mean(xs: Sequence[float]) -> float:
+    return float(sum(xs) / len(xs)) if xs else float("nan")
+
+
+def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[str, Any]:
+    m = {"context_precision": 100 * _mean([r["context_precision"] for r in records]),
+         "input_tokens": _mean([r["input_tokens"] for r in records]),
+         "context_tokens": _mean([r["context_tokens"] for r in records]),
+         "context_empty": _mean([float(r["context_empty"]) for r in records])}
+    if with_scores:
+        m["score"] = 100 * _mean([r["score"] for r in records])
+        m["score_code"] = 100 * _mean([r["score_code"] for r in records])
+        m["metric"] = task.metric
+        m["metric_code"] = task.metric_code
+    return m
+
+
+# -- Table 2: retrieval ---------------------------------------------------------------------
+def run_retrieval(cfg: DictConfig, run: Run) -> Result:
+    """Recall of the top-k passages (answer string in a passage; gold title among them) and
+    unigram precision of the positive passages against the output (Table 2)."""
+    from .silver import answer_in
+
+    c = build_ctx(cfg, load_model=False)
+    test = load_data(c, "eval_data")
+    recs = []
+    for e in test:
+        pos = [p for p in e.passages if answer_in(p, e.answers)]
+        rec = {"qid": e.qid, "recall_answer": float(bool(pos)),
+               "recall_title": float(any(t in set(e.gold_titles) for t in e.titles)),
+               "titles": list(e.titles)}
+        if pos:
+            rec["precision"] = max(unigram_precision(_join(pos), a) for a in e.answers)
+        recs.append(rec)
+        run.add_sample(rec)
+    metrics = {"recall_answer": 100 * _mean([r["recall_answer"] for r in recs]),
+               "recall_title": 100 * _mean([r["recall_title"] for r in recs]),
+               "precision": 100 * _mean([r["precision"] for r in recs if "precision" in r])}
+    settings = {"k": c.k, "task": c.task.name, "eval_dataset": c.fc.eval_data.name,
+                "eval_split": c.fc.eval_data.split or default_split(c.fc.eval_data.name), "eval_limit": c.fc.eval_data.get("limit"),
+                "retriever": cfg.retriever.get("name"), "n_eval": len(test)}
+    return Result(metrics=metrics, settings=settings)

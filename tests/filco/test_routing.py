@@ -1,0 +1,145 @@
+"""Which context reaches the generator in each setting (Full, Psg, FilCo, Silver).
+
+The released code feeds the SILVER context in its "FilCo" path (issue #10); here FilCo must
+feed the filter model's predictions, and `test_context=silver_as_released` must reproduce the
+released behaviour. Fake models record every prompt they are given."""
+from __future__ import annotations
+
+from functools import partial
+
+import pytest
+from omegaconf import OmegaConf
+
+from filco import pipeline
+from filco.measures import MeasureSpec
+from filco.silver import Example
+from filco.split import split_sentences
+from filco.tasks import get_task
+from ragrepro.paths import CONF_DIR
+from ragrepro.tracking import Run
+
+
+class FakeLM:
+    """Character-level 'tokenizer'; generate() records the decoded prompt and answers by role."""
+
+    kind = "causal"
+    add_bos = False
+    eos_id = None
+
+    def __init__(self, role: str, log: dict):
+        self.name, self.revision, self.role, self.log = f"fake-{role}", role, role, log
+        self.tokenizer = lambda text, add_special_tokens=False: {"input_ids": text.split()}
+
+    def encode(self, text, add_bos=None):
+        return [ord(ch) for ch in text]
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(chr(i) for i in ids)
+
+    def respond(self, prompt: str) -> str:
+        if self.role == "ctx":
+            return "PREDICTED by M_ctx."
+        if self.role == "psg":
+            return "yes" if "KEEP" in prompt.split("context:")[-1] else "no"
+        return "answer: Paris"
+
+    def generate(self, prompts, max_new_tokens, batch_size=8, **_):
+        texts = [self.decode(p) for p in prompts]
+        self.log.setdefault(self.role, []).extend(texts)
+        return [self.encode(self.respond(t)) for t in texts]
+
+
+TRAIN = [Example("t1", "Capital of France?", ("Paris",),
+                 ("Paris is the capital of France. It is old.",), "nq")]
+TEST = [Example("e1", "Which city is the French capital?", ("Paris",),
+                ("KEEP Paris is in France. Paris is the capital.",), "nq"),
+        Example("e2", "Largest city of Germany?", ("Berlin",),
+                ("Munich is big. Hamburg is a port.",), "nq")]
+
+
+@pytest.fixture()
+def setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path / "cache"))
+    log: dict = {"trained": {}}
+
+    def fake_trained_lm(lm, pairs, tc, role, root=None):
+        log["trained"][role] = list(pairs)
+        return FakeLM("gen" if role.startswith("gen") else role, log), {"role": role}
+
+    monkeypatch.setattr(pipeline, "trained_lm", fake_trained_lm)
+    cfg = OmegaConf.create({"seed": 0, "filco": OmegaConf.load(CONF_DIR / "filco" / "default.yaml"),
+                            "retriever": {"name": "fake"}})
+
+    def make(setting: str, run_id: str | None = None, **over):
+        for k, v in over.items():
+            OmegaConf.update(cfg, f"filco.{k}", v)
+        task = get_task("nq")
+        c = pipeline.Ctx(cfg, cfg.filco, task, MeasureSpec.from_mode("strinc"), 1,
+                         FakeLM("base", log), partial(split_sentences, splitter="pysbd"))
+        run = Run("filco/test", run_id or setting, tmp_path / "results")
+        run.start()
+        records, _, _ = pipeline.evaluate(c, setting, TRAIN, TEST, run)
+        return records, log
+
+    return make
+
+
+def gen_contexts(log) -> list[str]:
+    return [p.split("\ncontext: ", 1)[1][:-1] for p in log["gen"]]  # drop the trailing "\n"
+
+
+def test_full_feeds_all_passages(setup):
+    records, log = setup("full")
+    assert gen_contexts(log) == [TEST[0].passages[0], TEST[1].passages[0]]
+    assert [r["prediction"] for r in records] == ["Paris", "Paris"]
+    assert [r["score"] for r in records] == [1.0, 0.0]
+    # the Full generator is trained on full passages
+    assert log["trained"]["gen-full"][0][0].endswith("context: " + TRAIN[0].passages[0])
+
+
+def test_psg_feeds_passages_the_filter_kept(setup):
+    _, log = setup("psg")
+    assert gen_contexts(log) == [TEST[0].passages[0], ""]  # e2's passage dropped, no fallback
+    assert log["trained"]["psg"] == [(pipeline.prompts.psg_prompt(get_task("nq"), TRAIN[0].question,
+                                                                  TRAIN[0].passages[0]), "yes")]
+
+
+def test_filco_feeds_the_filter_predictions_not_silver(setup):
+    records, log = setup("filco")
+    assert gen_contexts(log) == ["PREDICTED by M_ctx.", "PREDICTED by M_ctx."]
+    assert [r["context"] for r in records] == ["PREDICTED by M_ctx."] * 2
+    # M_ctx learns question+passages -> silver sentence; M_gen learns on the silver sentence
+    (ctx_pair,) = log["trained"]["ctx"]
+    assert ctx_pair[1] == "Paris is the capital of France."
+    (gen_pair,) = log["trained"]["gen-silver"]
+    assert gen_pair == (pipeline.prompts.gen_prompt(get_task("nq"), TRAIN[0].question,
+                                                    "Paris is the capital of France."),
+                        "answer: Paris")
+
+
+def test_silver_feeds_the_silver_context(setup):
+    records, log = setup("silver")
+    # e1: first span containing "Paris"; e2: nothing contains "Berlin" -> empty (no fallback)
+    assert gen_contexts(log) == ["KEEP Paris is in France.", ""]
+    assert records[1]["context_empty"] is True
+    assert "ctx" not in log["trained"]
+
+
+def test_released_code_behaviour_feeds_silver_in_filco_path(setup):
+    _, log = setup("filco", test_context="silver_as_released")
+    assert gen_contexts(log) == ["KEEP Paris is in France.", ""]
+
+
+def test_test_time_top1_fallback_switch(setup):
+    _, log = setup("silver", **{"fallback.test": "top1"})
+    assert gen_contexts(log) == ["KEEP Paris is in France.", TEST[1].passages[0]]
+
+
+def test_rerun_resumes_from_samples(setup, tmp_path):
+    records, log = setup("full", run_id="resume")
+    assert len(log["gen"]) == 2
+    again, log = setup("full", run_id="resume")
+    assert len(log["gen"]) == 2          # nothing regenerated: predictions come from samples.jsonl
+    assert [r["prediction"] for r in again] == [r["prediction"] for r in records]
+    samples = tmp_path / "results" / "filco" / "test" / "tmp_resume" / "samples.jsonl"
+    assert len(samples.read_text().splitlines()) == 2  # no duplicate records
