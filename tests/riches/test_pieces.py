@@ -1,0 +1,172 @@
+"""Keys, prompts, propositions, evidence, tables and the bench hook (no model)."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from omegaconf import OmegaConf
+from riches_fakes import ID, WORDS, decode, ids, toy_constraint
+
+from ragrepro.data.records import Passage
+from ragrepro.errors import ConfigError
+from riches import markers
+from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
+from riches.pipeline import analyse_keys, auto_k, evidence_text
+from riches.prompts import example_key, load_prompt, parse_answer
+from riches.propositions import build_prompt, choose, parse_rewrite, supported
+from riches.tables import build_table, to_markdown
+
+DOCS = [Passage("a", "Joker", "Joker is a supervillain. He was created by Bill Finger."),
+        Passage("b", "Batman", "Batman is a superhero. He appears in DC Comics.")]
+
+
+def test_key_types() -> None:
+    assert build_keys("title", DOCS).keys == ["Joker", "Batman"]
+    assert build_keys("title_paragraph", DOCS).keys[0] == "Joker | " + DOCS[0].text
+    assert build_keys("paragraph", DOCS).keys == [DOCS[0].text, DOCS[1].text]
+    sent = build_keys("sentence", DOCS)
+    assert sent.keys == ["Joker is a supervillain.", "He was created by Bill Finger.",
+                         "Batman is a superhero.", "He appears in DC Comics."]
+    assert sent.key_doc == [0, 0, 1, 1]
+    prop = build_keys("proposition", DOCS, propositions=[("Joker was created by Bill Finger.", 0)])
+    assert prop.keys == ["Joker was created by Bill Finger."] and prop.key_doc == [0]
+    with pytest.raises(ConfigError):
+        build_keys("proposition", DOCS)
+    with pytest.raises(ConfigError, match="Did you mean"):
+        build_keys("sentences", DOCS)
+
+
+def test_sentences_are_verbatim_substrings() -> None:
+    text = "Dr. No (1962) was the first film. It starred Sean Connery. Born c. 1930, he acted."
+    for s in split_sentences(text):
+        assert s in text
+    assert split_sentences(text)[1] == "It starred Sean Connery."
+
+
+def test_parse_answer() -> None:
+    out = "Keywords: x\nEvidence: << a >>\nAnswer: Heath Ledger\n\n"
+    assert parse_answer(out) == "Heath Ledger"
+    assert parse_answer("no answer line") == ""
+    assert parse_answer("Answer: a\nAnswer: b") == "b"
+
+
+def test_proposition_parsing_and_filter() -> None:
+    assert parse_rewrite(" Joker was created by  Bill Finger.\nArticle: x") == "Joker was created by Bill Finger."
+    assert choose("Joker was created by Bill Finger.", "He was created by Bill Finger.", DOCS[0], 0.7) \
+        == ("Joker was created by Bill Finger.", "rewrite")
+    assert choose("Stan Lee made Joker in Paris in 1990.", "He was created by Bill Finger.", DOCS[0], 0.7) \
+        == ("He was created by Bill Finger.", "sentence")
+    cfg = load_prompt("propositions")
+    prompt = build_prompt(cfg, "Joker", "He was created by Bill Finger.")
+    assert prompt.endswith("Article: Joker\nSentence: He was created by Bill Finger.\nStand-alone:")
+    assert prompt.count("Stand-alone:") == len(cfg["examples"]) + 1
+    assert supported("Joker was created by Bill Finger.", DOCS[0])
+    assert not supported("Joker was created by Stan Lee in Paris.", DOCS[0])  # 4/8 words
+    assert not supported("Joker.", DOCS[0])  # too short to be a fact
+
+
+def test_tfidf_rank_prefers_matching_document() -> None:
+    df = document_frequencies(DOCS)
+    assert tfidf_rank("Who created the Joker supervillain?", [d.text for d in DOCS], df, 2) == [0, 1]
+    assert tfidf_rank("Which comics does the superhero appear in?", [d.text for d in DOCS], df, 2)[0] == 1
+
+
+def test_demonstration_keys_must_be_verbatim() -> None:
+    text = {"Joker": DOCS[0].text}
+    step = {"title": "Joker", "sentence": "Joker is a supervillain.", "proposition": "p"}
+    assert example_key(step, "sentence", text) == "Joker is a supervillain."
+    assert example_key(step, "title_paragraph", text) == "Joker | " + DOCS[0].text
+    assert example_key(step, "paragraph", text, demo="sentence") == "Joker is a supervillain."
+    assert example_key(step, "title_paragraph", text, demo="first_sentence") == \
+        "Joker | Joker is a supervillain."
+    with pytest.raises(ConfigError, match="verbatim"):
+        example_key({**step, "sentence": "Joker is a villain."}, "sentence", text)
+    with pytest.raises(ConfigError, match="corpus"):
+        example_key({**step, "title": "Robin"}, "paragraph", text)
+
+
+def test_shipped_prompts_are_three_shot_and_never_use_test_questions() -> None:
+    from ragrepro.data.loaders import load_qa
+
+    test_qs = {r.question for r in load_qa("vital-qa", split="test")}
+    for name, steps in (("single_hop", 1), ("multi_hop", 2)):
+        cfg = load_prompt(name)
+        assert len(cfg["examples"]) == 3
+        assert all(len(ex["steps"]) == steps for ex in cfg["examples"])
+        assert all(ex["question"] not in test_qs for ex in cfg["examples"])
+        assert all(st["thought"] and st["subquestion"] for ex in cfg["examples"] for st in ex["steps"])
+
+
+def test_analyse_keys_and_evidence() -> None:
+    keys = [[" Joker", " is", " played", " by", " Joaquin", " Phoenix", "."],
+            [" Heath", " Ledger", " played", " Joker", " in", " the", " film", " Batman", "."]]
+    c = toy_constraint(keys, start="anywhere", end="anywhere")
+    kcorp = KeyCorpus("sentence", [decode(ids(k)).strip() for k in keys], [0, 1],
+                      [Passage("1", "Joker (film)", "x"), Passage("2", "The Dark Knight", "y")])
+    gen = ids([" answer", " <<", " played", " by", " Joaquin", " >>", " the", " <<", " Heath"])
+    hits = analyse_keys(gen, c, kcorp, decode, at_key_start=False)
+    assert [h.text for h in hits] == ["played by Joaquin", "Heath"]
+    assert [h.closed for h in hits] == [True, False]
+    assert all(h.verbatim for h in hits) and hits[0].doc_indices == [0]
+    ev, titles = evidence_text(hits, kcorp, "key", "q", Counter())
+    assert ev == "played by Joaquin Heath" and titles == ["Joker (film)", "The Dark Knight"]
+    ev, titles = evidence_text(hits[:1], kcorp, "document", "q", Counter())
+    assert ev == "Joker (film). x"
+    # a hallucinated key (not in the corpus) is not verbatim
+    bad = analyse_keys(ids([" <<", " Nolan", " played", " >>"]), c, kcorp, decode, False)
+    assert not bad[0].verbatim and bad[0].n_matches == 0
+    assert markers.spans(c.spec, gen) == [(2, 5, True), (8, 9, False)]
+    assert WORDS[ID[" <<"]] == " <<"
+
+
+def test_auto_k_reads_the_riches_run(tmp_path) -> None:
+    (tmp_path / "riches").mkdir()
+    (tmp_path / "riches" / "main.csv").write_text(
+        "run_id,riches_method,dataset,model,limit,dataset_hops,keys_per_answer\n"
+        "r1,riches,vital-qa,smollm2-135m,15,1,1.4\n"
+        "r2,riches,vital-qa,smollm2-135m,15,2,2.6\n"
+        "r3,dense_reader,vital-qa,smollm2-135m,15,2,1\n")
+    cfg = OmegaConf.create({"name": "riches/main", "results_dir": str(tmp_path), "limit": 15,
+                            "dataset": {"name": "vital-qa", "hops": 2},
+                            "model": {"name": "smollm2-135m"}})
+    assert auto_k(cfg, 1) == (3, "riches run r2")
+    cfg.dataset.hops = 1
+    assert auto_k(cfg, 1) == (1, "riches run r1")
+    cfg.model.name = "gemma3-270m"
+    assert auto_k(cfg, 7) == (7, "default")
+
+
+def test_table_keeps_last_run_per_setting() -> None:
+    rows = [{"key_type": "title", "f1_squad": "0.1", "model": "m", "dataset": "d", "n": "15"},
+            {"key_type": "title", "f1_squad": "0.3", "model": "m", "dataset": "d", "n": "15"},
+            {"key_type": "sentence", "f1_squad": "0.25", "model": "m", "dataset": "d", "n": "15"}]
+    header, body = build_table(rows, ["key_type"])
+    assert header[:2] == ["key_type", "f1_squad"]
+    assert [r[:5] for r in body] == [["sentence", "0.250", "15", "m", "d"],
+                                     ["title", "0.300", "15", "m", "d"]]
+    _, beams = build_table([{"beam_size": b, "model": "m"} for b in ("10", "5", "1", "20")],
+                           ["beam_size"])
+    assert [r[0] for r in beams] == ["1", "5", "10", "20"]
+    md = to_markdown("t", header, body)
+    assert md.count("\n| ") == 3
+
+
+def test_lookup_benchmark_hook_small() -> None:
+    from riches.bench import lookup_benchmark
+
+    row = lookup_benchmark(30_000, "synthetic", n_walks=20)
+    assert row["bytes_per_token"] == 6 and row["n_tokens"] >= 30_000
+    assert row["steps_timed"] > 0 and row["ms_per_step_mean"] > 0
+
+
+def test_soft_autoais_is_the_mean_score_with_missing_as_zero(tmp_path) -> None:
+    from riches.pipeline import soft_score
+    from riches.tables import fill_soft_score
+
+    per = [{"nli_score": 0.9}, {"nli_score": None, "missing": "answer"}, {"nli_score": 0.3}]
+    assert soft_score(per) == pytest.approx(0.4)
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "autoais.jsonl").write_text(
+        '{"qid": "a", "nli_score": 0.9}\n{"qid": "b", "nli_score": null}\n{"qid": "c", "nli_score": 0.3}\n')
+    row = fill_soft_score({"run_id": "r1", "autoais_substitute": "0.33"}, tmp_path)
+    assert float(row["autoais_substitute_mean_score"]) == pytest.approx(0.4)
