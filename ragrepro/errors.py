@@ -22,7 +22,12 @@ class OfflineError(RagreproError):
 
 
 class NumericsError(RagreproError):
-    """A NaN or infinite value where a finite number is required."""
+    """A NaN or infinite value where a finite number is required. `rows` names the offending
+    inputs (indices into the caller's list) so the caller can name the window or example."""
+
+    def __init__(self, message: str, rows: list[int] | None = None):
+        super().__init__(message)
+        self.rows = rows or []
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ragrepro.errors import ConfigError
+from ragrepro.errors import ConfigError, NumericsError
 
 from . import rerank as rr
 from .windows import Window, make_windows, place_doc, query_span, rerank_input, retrieval_plan
@@ -219,6 +219,18 @@ class StreamEval:
                 ch.doc_tokens = self.encode_doc(ch.docs[ch.chosen])
 
     # -- scoring ----------------------------------------------------------------------------
+    def _score_inputs(self, inputs: list[list[int]], starts: list[int], todo: list[int],
+                      block: list[Window]) -> list[np.ndarray]:
+        """Score window inputs; a non-finite value stops the run naming the window(s)."""
+        try:
+            return self.lm.score_targets(inputs, starts, batch_size=self.settings.batch_size)
+        except NumericsError as e:
+            by_index = {w.index: w for w in block}
+            bad = [by_index[todo[r]] for r in (e.rows or range(len(todo)))]
+            where = ", ".join(f"window {w.index} (tokens {w.begin}-{w.end})" for w in bad)
+            raise NumericsError(f"text {self.text_index}, {where}: {e}. Try dtype=float32 or "
+                                f"check the model file.") from e
+
     def _score(self, stream: Sequence[int], plan: list[int | None],
                block: list[Window]) -> list[dict[str, Any]]:
         inputs, starts, todo = [], [], []
@@ -235,8 +247,7 @@ class StreamEval:
             starts.append(start)
             todo.append(w.index)
         if inputs:
-            for i, lp in zip(todo, self.lm.score_targets(inputs, starts,
-                                                         batch_size=self.settings.batch_size)):
+            for i, lp in zip(todo, self._score_inputs(inputs, starts, todo, block)):
                 found[i] = lp
         out = []
         for w in block:

@@ -3,7 +3,6 @@ spans (computing vocabulary logits only where a token is scored), and generate."
 from __future__ import annotations
 
 import logging
-
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,7 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, NumericsError
-from .loading import offline_error, resolve_source
+from .loading import load_pretrained, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -84,6 +83,10 @@ class LM:
             for i, lp in zip(idx, self._score_batch([inputs[i] for i in idx],
                                                    [target_starts[i] for i in idx])):
                 out[i] = lp
+        bad = [i for i, lp in enumerate(out) if lp is not None and not np.all(np.isfinite(lp))]
+        if bad:
+            raise NumericsError(f"non-finite log-probability from {self.name} in input row(s) "
+                                f"{bad}", rows=bad)
         return out  # type: ignore[return-value]
 
     def _score_batch(self, rows: list[Sequence[int]], starts: list[int]) -> list[np.ndarray]:
@@ -110,8 +113,6 @@ class LM:
         logp = torch.log_softmax(logits.float(), dim=-1)
         picked = logp[torch.arange(len(tgt)), torch.tensor(tgt, device=logp.device)]
         picked = picked.double().cpu().numpy()
-        if not np.all(np.isfinite(picked)):
-            raise NumericsError(f"non-finite log-probability while scoring {self.name}")
         out, k = [], 0
         for r, s in zip(rows, starts):
             n = len(r) - s
@@ -197,7 +198,7 @@ def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
             trust_remote_code: bool = False, device_map: str | None = None,
             max_length: int | None = None, **_: Any) -> LM:
     """Load a model from config. `device_map="auto"` spreads a model over several GPUs."""
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r}; use one of {sorted(DTYPES)}.")
@@ -206,21 +207,8 @@ def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
     path, local = resolve_source(source, kind)
     dev = pick_device(device)
     cls = AutoModelForCausalLM if kind == "causal" else AutoModelForSeq2SeqLM
-    kw: dict[str, Any] = {"revision": revision, "trust_remote_code": trust_remote_code,
-                          "dtype": DTYPES[dtype]}
-    if device_map:
-        kw["device_map"] = device_map
-    try:
-        tok = AutoTokenizer.from_pretrained(path, revision=revision,
-                                            trust_remote_code=trust_remote_code)
-        model = cls.from_pretrained(path, **kw)
-    except OSError as e:
-        if not local:
-            raise offline_error(source, e) from e
-        raise
-    if not device_map:
-        model.to(dev)
-    model.eval()
+    tok, model = load_pretrained(cls, path, source, local, dev, DTYPES[dtype], device_map,
+                                 revision=revision, trust_remote_code=trust_remote_code)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     log.info("Loaded %s (%s, %s, %s, %.0fM params)", name, source, dtype, dev,
