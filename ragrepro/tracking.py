@@ -23,14 +23,21 @@ from typing import Any
 
 from . import faults
 from .hashing import hash_obj
-from .io import append_line, disk_full_error, atomic_write_json, atomic_write_text, locked, read_jsonl_tolerant
+from .io import (
+    append_line,
+    atomic_write_json,
+    atomic_write_text,
+    disk_full_error,
+    locked,
+    read_jsonl_tolerant,
+)
 
 log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
                            "fault", "hydra", "notes", "tags"})
-_SECRET = re.compile(r"(api_?key|token|secret|password)", re.I)
+_SECRET = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 
 
 def scrub_secrets(obj: Any) -> Any:

@@ -228,9 +228,9 @@ def run(cfg: DictConfig, run: Run) -> Result:
                 source = FileSource(rfile, texts_entries)
                 retriever_settings = {"from_file": str(rfile)}
             else:
-                from ragrepro.retrieval import build_corpus, build_retriever
+                from ragrepro.retrieval import retriever_from_config
 
-                retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+                retriever = retriever_from_config(cfg)
                 source = RetrieverSource(retriever, s.k, exclude)
                 retriever_settings = retriever.settings()
 

@@ -107,11 +107,11 @@ def retrieve_docs(cfg: DictConfig, records: Sequence[QARecord], k: int, run: Run
                   retriever: Any = None) -> tuple[list[list[tuple[str, str, str]]], dict[str, Any]]:
     """(per record [(pid, title, text)], settings) with the question as the query (as DPR
     and the official code do: the raw question, not the normalised one)."""
-    from ragrepro.retrieval import build_corpus, build_retriever
+    from ragrepro.retrieval import retriever_from_config
 
     with run.timed("retrieval"):
         if retriever is None:
-            retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+            retriever = retriever_from_config(cfg)
         hits = retriever.search([r.question for r in records], k=k)
     settings = {"retriever": cfg.retriever.get("name"), "corpus": cfg.corpus.get("name"),
                 "retrieval_query": "question"}

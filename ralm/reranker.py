@@ -86,7 +86,7 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
     """Prefix, top-k documents and the LM's log-likelihood of the next stride per document."""
     from tqdm import tqdm
 
-    from ragrepro.retrieval import build_corpus, build_retriever
+    from ragrepro.retrieval import retriever_from_config
 
     from .lm_eval import _doc_encoder, forbidden_titles, hit_dict
     from .windows import query_span
@@ -94,7 +94,7 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
     rc, r = cfg.reranker, cfg.ralm
     k, s, L = int(r.k), int(r.stride), int(r.max_length)
     rng = np.random.default_rng(int(rc.seed))
-    retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+    retriever = retriever_from_config(cfg)
     banned = forbidden_titles(cfg)
     pending = []  # (text, tokens, boundary)
     for doc in texts:

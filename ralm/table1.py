@@ -16,8 +16,10 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ragrepro.errors import DataError
 from ragrepro.io import atomic_write_text
 from ragrepro.paths import results_dir
+from ragrepro.report.paper import lookup
 
 log = logging.getLogger(__name__)
 
@@ -25,13 +27,25 @@ ROW_ORDER = ("none", "first", "zeroshot", "predictive")
 ROW_LABEL = {"none": ("-", "-"), "first": ("BM25", "-"), "zeroshot": ("BM25", "zero-shot"),
              "predictive": ("BM25", "predictive"), "oracle": ("BM25", "oracle"),
              "random": ("BM25", "random")}
-# Paper Table 1, WikiText-103 test word-level perplexity (reference §6).
-PAPER_WT103 = {
-    "GPT-2 S (110M)": {"none": 37.5, "first": 29.6, "zeroshot": 28.6, "predictive": 26.8},
-    "GPT-2 M (345M)": {"none": 26.3, "first": 21.5, "zeroshot": 20.8, "predictive": 19.7},
-    "GPT-2 L (762M)": {"none": 22.0, "first": 18.1, "zeroshot": 17.6, "predictive": 16.6},
-    "GPT-2 XL (1.5B)": {"none": 20.0, "first": 16.6, "zeroshot": 16.1, "predictive": 15.4},
-}
+# Paper Table 1 rows (WikiText-103 test, word-level perplexity); the numbers themselves live
+# once, in ragrepro/report/paper_numbers.yaml. Our model key -> the paper's row label.
+PAPER_MODELS = {"gpt2-small": "GPT-2 S (110M)", "gpt2-medium": "GPT-2 M (345M)",
+                "gpt2-large": "GPT-2 L (762M)", "gpt2-xl": "GPT-2 XL (1.5B)"}
+# Our rerank name -> the YAML's (retrieval, rerank) keys.
+PAPER_ROW_KEYS = {"none": ("none", "none"), "first": ("bm25", "none"),
+                  "zeroshot": ("bm25", "zero-shot"), "predictive": ("bm25", "predictive")}
+
+
+def paper_wt103(model: str, rerank: str) -> float:
+    """The paper's Table 1 WikiText-103 perplexity for a GPT-2 model and one of our reranks."""
+    retrieval, rr = PAPER_ROW_KEYS[rerank]
+    n = lookup("ralm", "table1", model=model, retrieval=retrieval, rerank=rr,
+               dataset="wikitext-103")
+    if n.value is None:
+        raise DataError(f"{n.source} has no value in paper_numbers.yaml.")
+    return n.value
+
+
 # Parameter counts, to order our models small -> large.
 MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6}
 SETTING_KEYS = ("model_revision", "dataset", "dataset_variant", "split", "limit", "max_length",
@@ -93,8 +107,10 @@ def headline(cells: dict[tuple[str, str], dict[str, Any]]) -> str:
         return "Not answerable yet: it needs two models and the larger one without retrieval."
     small, large = models[0], models[-1]
     target = cells[(large, "none")]["metrics"]["ppl_word"]
-    paper = ("paper: GPT-2 M + BM25 21.5 beats GPT-2 L 22.0, and with the predictive reranker "
-             "GPT-2 M 19.7 beats GPT-2 XL 20.0")
+    paper = (f"paper: GPT-2 M + BM25 {paper_wt103('gpt2-medium', 'first')} beats GPT-2 L "
+             f"{paper_wt103('gpt2-large', 'none')}, and with the predictive reranker GPT-2 M "
+             f"{paper_wt103('gpt2-medium', 'predictive')} beats GPT-2 XL "
+             f"{paper_wt103('gpt2-xl', 'none')}")
     if (small, "none") in cells and cells[(small, "none")]["metrics"]["ppl_word"] <= target:
         own = cells[(small, "none")]["metrics"]["ppl_word"]
         return (f"**Does the smaller model with retrieval reach the larger model without it? "
@@ -141,7 +157,8 @@ def to_markdown(rows: list[dict[str, Any]], cells: dict, name: str) -> str:
                                                   or ["-"]) + ", scored by the evaluated model.", ""]
     out += ["## Paper Table 1 (WikiText-103 test, word-level perplexity, GPT-2)", "",
             "| Model | none | BM25 | BM25 + zero-shot | BM25 + predictive |", "|---|---|---|---|---|"]
-    for m, v in PAPER_WT103.items():
+    for model, m in PAPER_MODELS.items():
+        v = {rk: paper_wt103(model, rk) for rk in PAPER_ROW_KEYS}
         out.append(f"| {m} | {v['none']} | {v['first']} ({100 * (v['none'] - v['first']) / v['none']:.1f}%) "
                    f"| {v['zeroshot']} ({100 * (v['none'] - v['zeroshot']) / v['none']:.1f}%) "
                    f"| {v['predictive']} ({100 * (v['none'] - v['predictive']) / v['none']:.1f}%) |")

@@ -342,12 +342,12 @@ def _csv_str(v: Any) -> str:
 def _run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from ragrepro.retrieval import build_corpus, build_retriever
+    from ragrepro.retrieval import retriever_from_config
 
     rc = cfg.riches
     k, k_source = (auto_k(cfg, int(rc.dense.k_default)) if str(rc.dense.k) == "auto"
                    else (int(rc.dense.k), "config"))
-    retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+    retriever = retriever_from_config(cfg)
     todo = [r for r in records if r.qid not in done]
     with run.timed("retrieve"):
         all_hits = retriever.search([r.question for r in todo], k=k) if todo else []
@@ -367,10 +367,10 @@ def _run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str
 def _run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
     from tqdm import tqdm
 
-    from ragrepro.retrieval import build_corpus, build_retriever
+    from ragrepro.retrieval import retriever_from_config
 
     rc = cfg.riches
-    retriever = build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+    retriever = retriever_from_config(cfg)
     demo = iterative_demo(pcfg, corpus_text)
     demo_ids = lm.encode(demo)
     step_model = HFStepModel(lm.model, lm.device)

@@ -10,7 +10,6 @@ JSON/JSONL, plain text. `limit` keeps the first N records in file order (determi
 """
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from importlib import resources
@@ -18,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, DataError, unknown_name
-from ..io import iter_jsonl, read_json, read_text
+from ..io import iter_jsonl, iter_jsonl_numbered, read_json, read_text
 from . import vital
 from .hub import load_hub_split
 from .records import LMDoc, Passage, QARecord
@@ -215,28 +214,13 @@ def qa_record_from_dict(r: Mapping[str, Any], where: str) -> QARecord:
 def load_local_qa(path: Path, split: str) -> list[QARecord]:
     if path.suffix == ".jsonl":
         out = [qa_record_from_dict(r, f"{path}:{lineno}")
-               for lineno, r in _jsonl_with_lines(path)]
+               for lineno, r in iter_jsonl_numbered(path)]
     else:
         data = read_json(path)
         if not isinstance(data, list):
             raise DataError(f"{path}: expected a JSON list of QA records.")
         out = [qa_record_from_dict(r, f"{path}: item {i}") for i, r in enumerate(data)]
     return [r for r in out if split == "all" or r.split == split]
-
-
-def _jsonl_with_lines(path: Path) -> Iterable[tuple[int, dict]]:
-    """(line number, record): like ragrepro.io.iter_jsonl, keeping the line for messages."""
-    for lineno, line in enumerate(read_text(path).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{lineno}: malformed JSON ({e.msg} at column {e.colno}). "
-                            f"Fix or remove that line.") from e
-        if not isinstance(rec, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object.")
-        yield lineno, rec
 
 
 # ---- hub converters (pure: one hub row -> QARecord) ----------------------------------

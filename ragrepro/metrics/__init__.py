@@ -1,4 +1,7 @@
 """Metrics looked up by name; each declares its aggregation and direction."""
+from . import (  # noqa: F401  (registers the built-in metrics)
+    autoais,
+    perplexity,
+    qa,
+)
 from .registry import METRICS, Metric, aggregate, get_metric, register_metric  # noqa: F401
-from . import qa, perplexity  # noqa: F401,E402  (registers the built-in metrics)
-from . import autoais  # noqa: F401,E402  (registers "autoais")

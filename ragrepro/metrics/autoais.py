@@ -328,31 +328,15 @@ def load_autoais(backend: str = "t5", model: str = TRUE_MODEL, mode: str = "prob
         return AutoAIS(LLMJudgeScorer(lm, threshold, batch_size), passage_format)
     if backend not in ("t5", "nli"):
         raise ConfigError(f"AutoAIS backend={backend!r}; use t5, nli or llm-judge.")
-    from transformers import (
-        AutoModelForSeq2SeqLM,
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-    )
+    from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
 
     from ..models.lm import DTYPES, pick_device
-    from ..models.loading import offline_error, resolve_source
+    from ..models.loading import load_pretrained, resolve_source
 
     path, local = resolve_source(model, "seq2seq" if backend == "t5" else "causal")
     dev = pick_device(device)
     cls = AutoModelForSeq2SeqLM if backend == "t5" else AutoModelForSequenceClassification
-    kw: dict[str, Any] = {"dtype": DTYPES[dtype]}
-    if device_map:
-        kw["device_map"] = device_map
-    try:
-        tok = AutoTokenizer.from_pretrained(path)
-        net = cls.from_pretrained(path, **kw)
-    except OSError as e:
-        if not local:
-            raise offline_error(model, e) from e
-        raise
-    if not device_map:
-        net.to(dev)
-    net.eval()
+    tok, net = load_pretrained(cls, path, model, local, dev, DTYPES[dtype], device_map)
     if backend == "t5":
         return AutoAIS(T5NLIScorer(net, tok, model, mode, threshold, batch_size,
                                    max_input_tokens, dev), passage_format)

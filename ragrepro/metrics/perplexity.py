@@ -2,8 +2,6 @@
 denominator differs, and the word-count rule is named so a number is never unlabelled."""
 from __future__ import annotations
 
-
-
 from .registry import register_metric
 
 WORD_COUNT_RULES = ("spaces", "whitespace_split")

@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 from .. import assets
 from ..errors import ConfigError, OfflineError
@@ -99,3 +100,27 @@ def offline_error(source: str, err: Exception) -> OfflineError:
         f"hub access run once with HF_HUB_OFFLINE=0 to download it, or point model.source to a "
         f"local folder or .gguf file; the embedded defaults need no download: "
         f"model=smollm2-135m or model=gemma3-270m.")
+
+
+def load_pretrained(model_cls: Any, path: str, source: str, local: bool, device: Any,
+                    dtype: Any, device_map: str | None = None,
+                    **common: Any) -> tuple[Any, Any]:
+    """(tokenizer, model) from a resolved source, in eval mode and on `device` unless
+    `device_map` places it; a hub model missing offline becomes OfflineError. `common`
+    (revision, trust_remote_code) goes to both from_pretrained calls."""
+    from transformers import AutoTokenizer
+
+    kw: dict[str, Any] = {**common, "dtype": dtype}
+    if device_map:
+        kw["device_map"] = device_map
+    try:
+        tok = AutoTokenizer.from_pretrained(path, **common)
+        model = model_cls.from_pretrained(path, **kw)
+    except OSError as e:
+        if not local:
+            raise offline_error(source, e) from e
+        raise
+    if not device_map:
+        model.to(device)
+    model.eval()
+    return tok, model

@@ -36,6 +36,11 @@ def build_corpus(cfg_corpus: Any) -> Corpus:
     return instantiate(cfg_corpus, _convert_="all")
 
 
+def retriever_from_config(cfg: Any) -> Retriever:
+    """The experiment's retriever (`cfg.retriever`) over its corpus (`cfg.corpus`)."""
+    return build_retriever(cfg.retriever, build_corpus(cfg.corpus))
+
+
 __all__ = [
     "Corpus",
     "Hit",
@@ -46,4 +51,5 @@ __all__ = [
     "filter_titles",
     "load_corpus",
     "n_candidates",
+    "retriever_from_config",
 ]

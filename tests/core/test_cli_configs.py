@@ -37,7 +37,7 @@ def test_every_experiment_composes_and_resolves(experiment):
 def _cli(*args, env_extra=None, cwd=REPO_ROOT):
     env = {**os.environ, "WANDB_MODE": "disabled", **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=env, cwd=cwd, timeout=300)
+                          text=True, env=env, cwd=cwd, timeout=300, check=False)
 
 
 def test_smoke_run_end_to_end(tmp_path):
