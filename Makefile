@@ -11,6 +11,9 @@ STAMP := $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
+# One torch thread per test process: on a 2-core machine with any other load, two OpenMP
+# threads spin against each other and the suite becomes 5-15x slower (measured).
+export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser
 
