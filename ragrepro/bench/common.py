@@ -50,3 +50,56 @@ def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
     w.writeheader()
     w.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+def interleaved_best(fns: dict[str, Callable[[], Any]], repeat: int = 2
+                     ) -> tuple[dict[str, float], dict[str, Any]]:
+    """Run the functions in turn (A, B, A, B, ...) and keep each one's fastest time and its
+    last return value. Interleaving exposes both to the same drift of a shared machine, so
+    their ratio is meaningful even when absolute times are not."""
+    best = {k: float("inf") for k in fns}
+    values: dict[str, Any] = {}
+    for _ in range(max(1, repeat)):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            values[k] = fn()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best, values
+
+
+def ratio_target(label: str, value: float, threshold: float, unit: str = "x",
+                 higher_is_better: bool = True, why: str = "") -> tuple[str, bool, str]:
+    """(target, met, detail) with how far a missed target is from its threshold."""
+    met = value >= threshold if higher_is_better else value <= threshold
+    detail = f"{value:.3g}{unit}"
+    if not met:
+        gap = (threshold / value if higher_is_better else value / threshold) if value else float("inf")
+        detail += f"; missed by {gap:.2f}x ({threshold:.3g}{unit} needed)"
+        if why:
+            detail += f": {why}"
+    return label, met, detail
+
+
+def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None) -> list[str]:
+    """A Markdown table of dict rows (floats to 4 significant digits)."""
+    if not rows:
+        return []
+    cols = columns or [k for k in rows[0]]
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
+    return out
+
+
+def load_average() -> float:
+    import os
+
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return float("nan")
