@@ -1,6 +1,7 @@
 """The retriever interface, the forbidden-title filter and the on-disk result cache."""
 from __future__ import annotations
 
+import abc
 import json
 import logging
 from collections.abc import Collection, Sequence
@@ -128,7 +129,7 @@ class ResultCache:
                 append_line(self.path, ("\n" if torn else "") + "\n".join(lines))
 
 
-class Retriever:
+class Retriever(abc.ABC):
     """Base class. Subclasses set `name` and `corpus` and implement `settings()` and
     `_search(queries, n) -> list[list[Hit]]` (n hits per query, best first)."""
 
@@ -137,16 +138,18 @@ class Retriever:
     cache: bool = True
     cache_batch: int = 1000  # queries per uncached call (and per durable cache append)
 
+    @abc.abstractmethod
     def settings(self) -> dict:
-        raise NotImplementedError
+        """Every setting that changes the hits (part of the cache key)."""
 
     def contents(self, hit: Hit) -> str:
         """The document string as the index stores it; `title\ntext` unless a subclass knows
         better (BM25 over a prebuilt index returns its stored contents)."""
         return hit.as_text()
 
+    @abc.abstractmethod
     def _search(self, queries: list[str], n: int) -> list[list[Hit]]:
-        raise NotImplementedError
+        """Uncached search: n hits per query, best first."""
 
     # ---- cache ------------------------------------------------------------------------
     def cache_key(self, n: int) -> dict:

@@ -84,3 +84,14 @@ def test_same_config_twice_is_deterministic(tmp_path):
 def test_bad_settings_fail_with_named_fix(tmp_path, bad, expect):
     out = _cli(bad, tmp_path)
     assert out.returncode == 2 and expect in out.stderr + out.stdout
+
+
+def test_joblib_parallel_jobs_share_one_clean_csv(tmp_path):
+    out = _cli(["-m", "experiment=core/smoke_long", "seed=1,2,3,4",
+                "hydra/launcher=local_parallel"], tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = read_csv(tmp_path / "core" / "smoke_long.csv")
+    assert sorted(r["seed"] for r in rows) == ["1", "2", "3", "4"]
+    assert all(r["em_squad"] == rows[0]["em_squad"] != "" for r in rows)
+    header = (tmp_path / "core" / "smoke_long.csv").read_text().splitlines()[0]
+    assert header.count("run_id") == 1
