@@ -68,6 +68,15 @@ def time_walks(index: SuffixIndex, keys: list[np.ndarray], n_walks: int = 300,
     index.children(start)  # once per index, as in decoding
     times: list[float] = []
     distinct: list[int] = []
+    probes = [0]
+    read_rows = index._next_at
+
+    def counted(rows: np.ndarray, depth: int) -> np.ndarray:
+        # the algorithm's cost apart from the memory hierarchy: suffix-array rows read
+        probes[0] += int(np.size(rows))
+        return read_rows(rows, depth)
+
+    index._next_at = counted  # type: ignore[method-assign]
     for _ in range(n_walks):
         key = keys[int(rng.integers(len(keys)))]
         index._cache = type(index._cache)({(start.lo, start.hi, start.depth): index.children(start)})
@@ -79,8 +88,11 @@ def time_walks(index: SuffixIndex, keys: list[np.ndarray], n_walks: int = 300,
             span = type(span)(int(ch.starts[i]), int(ch.ends[i]), span.depth + 1)
             times.append(time.perf_counter() - t0)
             distinct.append(len(ch.tokens))
+    del index._next_at  # back to the class method
     t = np.asarray(times) * 1e3
-    return {"ms_per_step_mean": float(t.mean()), "ms_per_step_p50": float(np.median(t)),
+    return {"probes_per_step_mean": probes[0] / max(len(times), 1),
+            "probes_per_distinct": probes[0] / max(sum(distinct), 1),
+            "ms_per_step_mean": float(t.mean()), "ms_per_step_p50": float(np.median(t)),
             "ms_per_step_p95": float(np.percentile(t, 95)), "ms_per_step_max": float(t.max()),
             "distinct_next_mean": float(np.mean(distinct)), "steps_timed": len(times)}
 

@@ -170,3 +170,21 @@ def test_soft_autoais_is_the_mean_score_with_missing_as_zero(tmp_path) -> None:
         '{"qid": "a", "nli_score": 0.9}\n{"qid": "b", "nli_score": null}\n{"qid": "c", "nli_score": 0.3}\n')
     row = fill_soft_score({"run_id": "r1", "autoais_substitute": "0.33"}, tmp_path)
     assert float(row["autoais_substitute_mean_score"]) == pytest.approx(0.4)
+
+
+def test_time_walks_counts_rows_read_per_step() -> None:
+    """Four copies of the key [7, 8, 9]: the key-start children are cached, then each of the
+    next two steps scans the 4 suffix-array rows of its span: 8 rows over 3 steps, one
+    distinct next token per step."""
+    import numpy as np
+
+    from riches.bench import time_walks
+    from riches.index import SuffixIndex
+
+    keys = [np.array([7, 8, 9])] * 4
+    index = SuffixIndex.build(keys, vocab_size=16)
+    row = time_walks(index, keys, n_walks=2)
+    assert row["steps_timed"] == 6
+    assert row["probes_per_step_mean"] == pytest.approx(8 / 3)
+    assert row["probes_per_distinct"] == pytest.approx(8 / 3)
+    assert "_next_at" not in vars(index)  # the counter is removed afterwards
