@@ -17,7 +17,8 @@ TABLES: dict[str, list[str]] = {
     "keys": ["key_type"],
     "beam": ["beam_size"],
     "interleave": ["thoughts", "adaptive"],
-    "main": ["dataset_hops", "riches_method", "k"],
+    # the baselines' retriever is part of the setting: BM25 and dense rows may both exist
+    "main": ["dataset_hops", "riches_method", "retriever", "k"],
 }
 CONTEXT = ["model", "dataset", "split", "limit", "key_type", "beam_size", "adaptive",
            "thoughts", "autoais_scorer"]

@@ -41,13 +41,36 @@ def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
         raise ConfigError(f"GGUF file {gguf_path} does not exist.")
     digest = _file_hash_cached(gguf_path)[:16]
     out = cache_dir() / "models" / f"{gguf_path.stem}-{digest}"
-    if (out / "config.json").exists():
+    if (out / "config.json").exists() and not _has_gguf_quant_config(out / "config.json"):
         return out
     # Parallel jobs (a joblib sweep, two test sessions) must not convert the same file twice.
     with locked(out):
         if not (out / "config.json").exists():
             _convert(gguf_path, out, kind)
+        strip_gguf_quant_config(out / "config.json")  # folders converted before the fix
     return out
+
+
+def _has_gguf_quant_config(config_json: Path) -> bool:
+    qc = json.loads(config_json.read_text(encoding="utf-8")).get("quantization_config")
+    return isinstance(qc, dict) and qc.get("quant_method") == "gguf"
+
+
+def strip_gguf_quant_config(config_json: Path) -> bool:
+    """Drop a GGUF `quantization_config` left in a converted folder's config.json.
+
+    The saved weights are plain dequantised tensors, but with that entry transformers
+    attaches its GGUF quantizer on every load (warning that "weights stay packed" and
+    marking the model as quantized for PEFT and the Trainer). Returns whether it changed."""
+    if not _has_gguf_quant_config(config_json):
+        return False
+    cfg = json.loads(config_json.read_text(encoding="utf-8"))
+    del cfg["quantization_config"]
+    tmp = config_json.with_name(f"{config_json.name}.tmp{os.getpid()}")
+    tmp.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, config_json)
+    log.info("Removed a stale GGUF quantization_config from %s", config_json)
+    return True
 
 
 def _convert(gguf_path: Path, out: Path, kind: str) -> None:
@@ -64,6 +87,7 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
     # weights are already dequantised, so dropping it is lossless.
     if hasattr(model, "hf_quantizer"):
         del model.hf_quantizer
+    model.config.__dict__.pop("quantization_config", None)
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)

@@ -1,5 +1,8 @@
 """The LM layer on the real embedded models (float32, CPU)."""
+import json
+
 import numpy as np
+
 import pytest
 import torch
 
@@ -69,6 +72,24 @@ def test_gguf_conversion_is_cached():
     first = converted_gguf_dir(assets.smollm2_gguf())
     assert (first / "config.json").exists()
     assert converted_gguf_dir(assets.smollm2_gguf()) == first  # keyed by the file hash
+    # plain dequantised weights: no GGUF quantizer may be attached when the folder loads
+    assert "quantization_config" not in json.loads((first / "config.json").read_text())
+
+
+def test_stale_gguf_quantization_config_is_stripped(tmp_path):
+    from ragrepro.models.loading import strip_gguf_quant_config
+
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps({"model_type": "llama", "hidden_size": 8,
+                               "quantization_config": {"quant_method": "gguf",
+                                                       "dequantize": False}}))
+    assert strip_gguf_quant_config(cfg) is True
+    assert json.loads(cfg.read_text()) == {"model_type": "llama", "hidden_size": 8}
+    assert strip_gguf_quant_config(cfg) is False  # idempotent
+    other = {"model_type": "llama", "quantization_config": {"quant_method": "bitsandbytes"}}
+    cfg.write_text(json.dumps(other))
+    assert strip_gguf_quant_config(cfg) is False  # another method is the user's: kept
+    assert json.loads(cfg.read_text()) == other
 
 
 def test_hub_model_offline_gives_actionable_error(monkeypatch):

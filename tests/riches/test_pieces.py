@@ -188,3 +188,14 @@ def test_time_walks_counts_rows_read_per_step() -> None:
     assert row["probes_per_step_mean"] == pytest.approx(8 / 3)
     assert row["probes_per_distinct"] == pytest.approx(8 / 3)
     assert "_next_at" not in vars(index)  # the counter is removed afterwards
+
+
+def test_main_table_keeps_bm25_and_dense_baselines_apart() -> None:
+    from riches.tables import TABLES
+
+    rows = [{"dataset_hops": "1", "riches_method": "dense_reader", "retriever": r, "k": "1",
+             "f1_squad": f, "model": "m", "dataset": "d"} for r, f in (("bm25", "0.5"),
+                                                                       ("dense-minilm", "0.4"))]
+    header, body = build_table(rows, TABLES["main"])
+    assert [(b[header.index("retriever")], b[header.index("f1_squad")]) for b in body] == [
+        ("bm25", "0.500"), ("dense-minilm", "0.400")]
