@@ -91,7 +91,6 @@ def time_walks(index: SuffixIndex, keys: list[np.ndarray], n_walks: int = 300,
     del index._next_at  # back to the class method
     t = np.asarray(times) * 1e3
     return {"probes_per_step_mean": probes[0] / max(len(times), 1),
-            "probes_per_distinct": probes[0] / max(sum(distinct), 1),
             "ms_per_step_mean": float(t.mean()), "ms_per_step_p50": float(np.median(t)),
             "ms_per_step_p95": float(np.percentile(t, 95)), "ms_per_step_max": float(t.max()),
             "distinct_next_mean": float(np.mean(distinct)), "steps_timed": len(times)}

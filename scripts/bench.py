@@ -74,16 +74,13 @@ def riches_run() -> BenchResult:
                 f"{corpus}: mean lookup time grows at most logarithmically "
                 f"({mine[0]['n_tokens'] / 1e6:.1f}M -> {mine[-1]['n_tokens'] / 1e6:.1f}M; "
                 f"growth / log-growth <= 1)", g, 1.0, unit="", higher_is_better=False,
-                why="the mean is driven by the rare steps over very wide spans (many distinct "
-                    "next tokens) and by cache misses in a larger memory-mapped index")
+                why="a span of r rows is read whole when r <= 2048 (one vectorised read beats "
+                    "bisecting) and bisected above, O(d log(r/d)) rows for d distinct next "
+                    "tokens (probes_per_step in the table); r grows with the corpus while r/d "
+                    "is small at 1M, so the mean grows faster than log n at "
+                    "these sizes; the rare wide spans near a key's start dominate the mean, "
+                    "plus cache misses in a larger index")
             targets.append((label, met, f"{detail}; p50 {g50:.2f}, p95 {g95:.2f}"))
-            if all("probes_per_distinct" in r for r in mine):
-                # Any index must list the d distinct next tokens, so the algorithm's cost is
-                # judged per listed token: suffix-array rows read / distinct next tokens.
-                targets.append(ratio_target(
-                    f"{corpus}: rows read per listed next token grow at most logarithmically "
-                    f"(growth / log-growth <= 1)", log_growth(mine, "probes_per_distinct"), 1.0,
-                    unit="", higher_is_better=False))
         ten = [r for r in mine if 5e6 <= r["n_tokens"] <= 2e7]
         if ten:
             targets.append(ratio_target(f"{corpus}, ~10M tokens: < {RICHES_MS_PER_STEP:g} ms per "
@@ -97,8 +94,7 @@ def riches_run() -> BenchResult:
     rows += dec
     view = [{k: r.get(k) for k in ("corpus", "n_tokens", "bytes_per_token", "build_s",
                                    "ms_per_step_mean", "ms_per_step_p50", "ms_per_step_p95",
-                                   "distinct_next_mean", "probes_per_step_mean",
-                                   "probes_per_distinct")}
+                                   "distinct_next_mean", "probes_per_step_mean")}
             for r in rows if "ms_per_step_mean" in r]
     summary = [("Index lookups: one step = allowed next tokens of a hypothesis's span + narrowing "
                "by the chosen token, on a memory-mapped suffix-array index (riches.bench)."), "",
