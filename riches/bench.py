@@ -77,18 +77,20 @@ def time_walks(index: SuffixIndex, keys: list[np.ndarray], n_walks: int = 300,
         return read_rows(rows, depth)
 
     index._next_at = counted  # type: ignore[method-assign]
-    for _ in range(n_walks):
-        key = keys[int(rng.integers(len(keys)))]
-        index._cache = type(index._cache)({(start.lo, start.hi, start.depth): index.children(start)})
-        span = start
-        for tok in key[:max_steps]:
-            t0 = time.perf_counter()
-            ch = index.children(span)
-            i = ch.find(int(tok))
-            span = type(span)(int(ch.starts[i]), int(ch.ends[i]), span.depth + 1)
-            times.append(time.perf_counter() - t0)
-            distinct.append(len(ch.tokens))
-    del index._next_at  # back to the class method
+    try:
+        for _ in range(n_walks):
+            key = keys[int(rng.integers(len(keys)))]
+            index._cache = type(index._cache)({(start.lo, start.hi, start.depth): index.children(start)})
+            span = start
+            for tok in key[:max_steps]:
+                t0 = time.perf_counter()
+                ch = index.children(span)
+                i = ch.find(int(tok))
+                span = type(span)(int(ch.starts[i]), int(ch.ends[i]), span.depth + 1)
+                times.append(time.perf_counter() - t0)
+                distinct.append(len(ch.tokens))
+    finally:
+        del index._next_at  # back to the class method
     t = np.asarray(times) * 1e3
     return {"probes_per_step_mean": probes[0] / max(len(times), 1),
             "ms_per_step_mean": float(t.mean()), "ms_per_step_p50": float(np.median(t)),
