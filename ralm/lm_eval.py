@@ -127,13 +127,33 @@ def hit_dict(h: Any) -> dict[str, Any]:
 
 
 class RetrieverSource:
-    def __init__(self, retriever: Any, k: int, exclude: Sequence[str]):
+    """Top-k hits per query; with a near-duplicate filter, 4k are fetched so that k usually
+    remain after it (fewer when the filter removes more)."""
+
+    def __init__(self, retriever: Any, k: int, exclude: Sequence[str], near_dup: Any = None):
         self.retriever, self.k, self.exclude = retriever, k, list(exclude)
+        self.near_dup = near_dup
 
     def docs(self, text_index: int, windows: Sequence[Window],
              queries: Sequence[str]) -> list[list[dict]]:
-        hits = self.retriever.search(list(queries), self.k, exclude_titles=self.exclude)
-        return [[hit_dict(h) for h in hs] for hs in hits]
+        fetch = self.k * 4 if self.near_dup is not None else self.k
+        hits = self.retriever.search(list(queries), fetch, exclude_titles=self.exclude)
+        out = [[hit_dict(h) for h in hs] for hs in hits]
+        if self.near_dup is not None:
+            out = [self.near_dup.keep(ds)[: self.k] for ds in out]
+        return out
+
+
+def near_dup_filter(cfg: DictConfig, texts: Sequence[str]) -> Any:
+    """`ralm.near_dup=true`: drop candidates whose word n-gram containment in the evaluated
+    texts exceeds ralm.near_dup_threshold (ragrepro/retrieval/neardup.py)."""
+    r = cfg.ralm
+    if not r.get("near_dup", False):
+        return None
+    from ragrepro.retrieval.neardup import NearDupFilter
+
+    return NearDupFilter(texts, n=int(r.get("near_dup_ngram", 8)),
+                         threshold=float(r.get("near_dup_threshold", 0.05)))
 
 
 class FileSource:
@@ -210,7 +230,7 @@ def run(cfg: DictConfig, run: Run) -> Result:
     streams = [lm.encode(t) for t in texts]  # the model's BOS policy (Gemma: BOS first)
     settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
 
-    source, retriever_settings = None, None
+    source, retriever_settings, near_dup = None, None, None
     exclude = forbidden_titles(cfg) if s.rerank not in ("none", "gold") else []
     if s.rerank == "gold":
         from .gold import GoldSource
@@ -240,7 +260,8 @@ def run(cfg: DictConfig, run: Run) -> Result:
                 from ragrepro.retrieval import retriever_from_config
 
                 retriever = retriever_from_config(cfg)
-                source = RetrieverSource(retriever, s.k, exclude)
+                near_dup = near_dup_filter(cfg, texts)
+                source = RetrieverSource(retriever, s.k, exclude, near_dup)
                 retriever_settings = retriever.settings()
 
     predict = None
@@ -298,7 +319,13 @@ def run(cfg: DictConfig, run: Run) -> Result:
     metrics = aggregate(all_records, streams, texts, word_rule, lm.add_bos)
     settings.update({"retriever": (retriever_settings or {}).get("name",
                                    (retriever_settings or {}).get("retriever"))
-                     if not rfile else "file", "n_forbidden_titles": len(exclude)})
+                     if not rfile else "file", "n_forbidden_titles": len(exclude),
+                     "near_dup": near_dup is not None,
+                     **(near_dup.settings() if near_dup is not None else {})})
+    if near_dup is not None:
+        log.info("Near-duplicate exclusion removed %d documents (word %d-gram containment > "
+                 "%.2f): %s", len(near_dup.removed), near_dup.n, near_dup.threshold,
+                 sorted(near_dup.removed.items())[:20])
     if scorer_info:
         settings["scorer_model_revision"] = scorer_info.get("revision")
     if reranker_info:

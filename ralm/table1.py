@@ -54,7 +54,8 @@ MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6}
 SETTING_KEYS = ("model_revision", "dataset", "dataset_variant", "split", "limit", "max_length",
                 "stride", "retrieval_stride", "query_len", "doc_max_tokens", "k",
                 "rerank_tokens", "scorer_model", "word_count", "stream", "add_bos",
-                "window_bos", "retriever", "dtype", "seed")
+                "window_bos", "retriever", "dtype", "seed", "near_dup", "near_dup_ngram",
+                "near_dup_threshold", "near_dup_removed")
 
 
 def finished_runs(root: Path, name: str) -> list[dict[str, Any]]:

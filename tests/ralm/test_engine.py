@@ -157,3 +157,27 @@ def test_text_shorter_than_one_window_is_one_window_without_retrieval():
     recs = StreamEval(lm, settings(), src, encode_doc).run(STREAM[:20])
     assert len(recs) == 1 and recs[0]["n_scored"] == 19 and src.queries == []
     assert recs[0]["nll_sum"] == pytest.approx(sum(1.0 + (t % 5) for t in STREAM[1:20]))
+
+
+def test_retriever_source_near_dup_filter_overfetches_and_keeps_k():
+    from ragrepro.retrieval.base import Hit
+    from ragrepro.retrieval.neardup import NearDupFilter
+    from ralm.lm_eval import RetrieverSource
+
+    class R:
+        def __init__(self):
+            self.asked = []
+
+        def search(self, queries, k, exclude_titles=()):
+            self.asked.append(k)
+            texts = ["the evaluated text itself again", "x y z", "p q r", "s t u", "v w"]
+            return [[Hit(pid=str(i), title=f"T{i}", text=t, score=5.0 - i)
+                     for i, t in enumerate(texts[:k])] for _ in queries]
+
+    r = R()
+    nd = NearDupFilter(["the evaluated text itself again"], n=2, threshold=0.05)
+    docs = RetrieverSource(r, 2, [], nd).docs(0, [None], ["q"])
+    assert r.asked == [8] and [d["id"] for d in docs[0]] == ["1", "2"]
+    assert nd.settings()["near_dup_removed"] == 1
+    plain = RetrieverSource(R(), 2, []).docs(0, [None], ["q"])
+    assert [d["id"] for d in plain[0]] == ["0", "1"]
