@@ -15,7 +15,8 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser setup-ladder
+.PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser setup-ladder setup-foldoc \
+	reproduce-table1-foldoc reproduce-table1-ladder
 
 setup: $(STAMP)
 
@@ -50,6 +51,21 @@ lint: setup
 setup-ladder: setup
 	$(PY) -m pip install -q --no-deps -r requirements-ladder.txt
 	$(PY) -m ragrepro.ladder
+
+reproduce-table1-ladder: setup-ladder
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder
+	$(PY) -m ralm.table1 ralm/table1_ladder
+
+# Optional second mini corpus: FOLDOC from Debian's dict-foldoc (GFDL; needs apt and root).
+setup-foldoc:
+	@test -f /usr/share/dictd/foldoc.index || { command -v apt-get >/dev/null && \
+	  (apt-get update -qq && apt-get install -y -qq dict-foldoc); } || { echo "No apt-get here: \
+	get foldoc.index and foldoc.dict.dz (Debian package dict-foldoc) and set FOLDOC_DIR to \
+	their folder."; exit 1; }
+
+reproduce-table1-foldoc: setup setup-foldoc
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1_foldoc
+	$(PY) -m ralm.table1 ralm/table1_foldoc
 
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:

@@ -50,7 +50,8 @@ def paper_wt103(model: str, rerank: str) -> float:
 
 
 # Parameter counts, to order our models small -> large.
-MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6}
+MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6, "qwen2.5-coder-0.5b": 494e6,
+              "qwen2.5-coder-1.5b": 1.54e9}
 SETTING_KEYS = ("model_revision", "dataset", "dataset_variant", "split", "limit", "max_length",
                 "stride", "retrieval_stride", "query_len", "doc_max_tokens", "k",
                 "rerank_tokens", "scorer_model", "word_count", "stream", "add_bos",

@@ -91,6 +91,10 @@ def load_lm_docs(name: str, split: str = "test", variant: str | None = None,
         if split not in ("dev", "test"):
             raise ConfigError(f"wiki-vital has held-out splits dev and test, not {split!r}.")
         docs = vital.lm_docs(split)
+    elif name == "foldoc":  # optional: Debian dict-foldoc (`make setup-foldoc`)
+        from . import foldoc
+
+        docs = foldoc.lm_docs(split, Path(path) if path else None)
     elif name == "local_text":
         docs = read_text_docs(_need_path(name, path, "a UTF-8 .txt file, or .jsonl with a "
                                                      "'text' field per line"), name)
@@ -114,8 +118,8 @@ def load_lm_docs(name: str, split: str = "test", variant: str | None = None,
                         f"{{\"text\": ...}} per line) or .txt; it is no longer on the Hugging "
                         f"Face hub"), name)
     else:
-        raise unknown_name("LM dataset", name, ["wiki-vital", "local_text", "wikitext-103",
-                                                *PILE_SUBSETS])
+        raise unknown_name("LM dataset", name, ["wiki-vital", "foldoc", "local_text",
+                                                "wikitext-103", *PILE_SUBSETS])
     docs = _take(docs, limit)
     if not docs:
         raise DataError(f"dataset {name!r} split {split!r} has no documents.")

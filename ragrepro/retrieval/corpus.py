@@ -22,7 +22,7 @@ from ..hashing import hash_obj
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("wiki-vital", "wikipedia-dpr")
+CORPORA = ("wiki-vital", "wikipedia-dpr", "foldoc")
 
 
 def nfc(title: str) -> str:
@@ -202,6 +202,11 @@ def load_corpus(name: str, chunk_words: int | None = None, path: str | None = No
             raise DataError("Corpus 'wiki-vital' is embedded; it takes no path. For your own "
                             "passages use corpus=wikipedia-dpr with a DPR-format TSV.")
         return Corpus(name, _apply(corpus_passages(), chunk, exclude_titles), settings=settings)
+    if name == "foldoc":  # optional: Debian dict-foldoc (`make setup-foldoc`), held-out removed
+        from ..data.foldoc import corpus_passages
+
+        return Corpus(name, _apply(corpus_passages(Path(path) if path else None), chunk,
+                                   exclude_titles), settings=settings)
     if name == "wikipedia-dpr":
         read, source_id = _dpr_source(path)
         return Corpus(name, loader=lambda: _apply(read(), chunk, exclude_titles),

