@@ -135,7 +135,7 @@ def vital_qa_path() -> Path:
 
 
 def load_vital_qa(split: str = "test", hops: int | None = None) -> list[QARecord]:
-    """The embedded hand-written QA set over wiki-vital leads (see the README, section Datasets)."""
+    """The embedded hand-written QA set over wiki-vital leads (see docs/datasets.md)."""
     _check_split(split)
     out = []
     for r in iter_jsonl(vital_qa_path(), required=VITAL_QA_FIELDS):
