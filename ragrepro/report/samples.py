@@ -64,6 +64,9 @@ class StatsSettings:
                 f"same questions/blocks and a paired permutation test")
 
 
+DEFAULT_STATS = StatsSettings()
+
+
 @lru_cache(maxsize=256)
 def _records(path: str, mtime: float) -> tuple[dict[str, Any], ...]:
     return tuple(read_jsonl_tolerant(Path(path)))
@@ -179,7 +182,7 @@ def units_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
 
 
 def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
-                 st: StatsSettings = StatsSettings()) -> Interval | None:
+                 st: StatsSettings = DEFAULT_STATS) -> Interval | None:
     units = units_for(run_dir, metrics, metric, st.block_tokens)
     if units is None:
         return None
@@ -188,7 +191,7 @@ def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
 
 def paired_for(a_dir: Path | None, a_metrics: dict[str, Any], b_dir: Path | None,
                b_metrics: dict[str, Any], metric: str, contrast: str = "diff",
-               st: StatsSettings = StatsSettings()) -> tuple[PairedTest | None, str]:
+               st: StatsSettings = DEFAULT_STATS) -> tuple[PairedTest | None, str]:
     """(test of run A against baseline B on `metric`, '' or why there is none)."""
     a = units_for(a_dir, a_metrics, metric, st.block_tokens)
     b = units_for(b_dir, b_metrics, metric, st.block_tokens)

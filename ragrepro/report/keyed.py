@@ -1,0 +1,84 @@
+"""Table cells keyed on every recorded setting.
+
+A table row is identified by all of its run's recorded settings, never by a few of them: two
+runs that differ in any setting are two rows, and the setting that tells them apart is shown.
+Two runs whose recorded settings are identical cannot be told apart in a table; the builder
+refuses and names the config keys where they differ (or says they do not differ at all).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import DataError
+from .compare import IGNORED_PREFIXES, differing, flatten
+
+# Per-run outputs and bookkeeping that are not settings.
+NOT_SETTINGS = frozenset({"run_id", "experiment", "finished_at", "wall_s"})
+
+
+@dataclass(frozen=True)
+class KeyedRun:
+    """What a keyed table needs of a run."""
+
+    run_id: str
+    settings: dict[str, Any]
+    config: dict[str, Any]
+
+
+def _canon(value: Any) -> str:
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None", "null")):
+        return "null"
+    return json.dumps(value, sort_keys=True, default=str)
+
+
+def varying(settings: Sequence[dict[str, Any]], keys: Iterable[str] | None = None) -> list[str]:
+    """Setting names whose values are not all equal across `settings` (missing = null)."""
+    names: list[str] = []
+    for s in settings:
+        names += [k for k in s if k not in names and k not in NOT_SETTINGS]
+    if keys is not None:
+        wanted = set(keys)
+        names = [k for k in names if k in wanted]
+    return [k for k in names if len({_canon(s.get(k)) for s in settings}) > 1]
+
+
+def constant(settings: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Settings with one value across all runs."""
+    if not settings:
+        return {}
+    vary = set(varying(settings))
+    return {k: v for k, v in settings[0].items() if k not in vary and k not in NOT_SETTINGS}
+
+
+def refuse_indistinguishable(runs: Sequence[KeyedRun], table: str) -> None:
+    """Raise when two runs have identical recorded settings (they would fill one cell)."""
+    groups: dict[str, list[KeyedRun]] = {}
+    for r in runs:
+        sig = _canon({k: v for k, v in r.settings.items() if k not in NOT_SETTINGS})
+        groups.setdefault(sig, []).append(r)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        diff = differing([flatten(r.config) for r in group], IGNORED_PREFIXES)
+        named = ", ".join(f"{k} ({' vs '.join(map(str, v))})" for k, v in diff[:5])
+        raise DataError(
+            f"{table}: runs {', '.join(r.run_id for r in group)} record the same settings, so "
+            f"they would fill the same cell. Their configs differ in: "
+            f"{named or 'nothing recorded (e.g. a rerun after a code change)'}. Make the "
+            f"pipeline record that setting, or remove the run folder you do not want.")
+
+
+def distinguishing(runs: Sequence[KeyedRun], cell_of: Any) -> list[str]:
+    """Settings that differ between runs sharing a cell label (cell_of(run) -> hashable):
+    the columns a table must show so that its rows can be told apart."""
+    by_cell: dict[Any, list[KeyedRun]] = {}
+    for r in runs:
+        by_cell.setdefault(cell_of(r), []).append(r)
+    out: list[str] = []
+    for group in by_cell.values():
+        if len(group) > 1:
+            out += [k for k in varying([r.settings for r in group]) if k not in out]
+    return out
