@@ -29,6 +29,7 @@ from .spec import (
     load_table_specs,
     metric_info,
 )
+from .table_stats import RowStats, add_test, fmt_ci, fmt_test, value_stats
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,9 @@ class TableRow:
     experiment: str | None = None
     source: str | None = None
     pair: dict[str, str] = field(default_factory=dict)   # pair_on values, for grouping
+    paper_row: str = ""               # the paper's row and column labels, for the grid view
+    paper_column: str = ""
+    stats: RowStats = field(default_factory=RowStats)    # n, CI, paired test (table unit)
 
 
 @dataclass
@@ -207,7 +211,8 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
             rows.append(TableRow(f"{cell.row} · {cell.column}", NOT_RUN, dict(cell.keys),
                                  paper=cell.value, paper_gain=paper_gain,
                                  paper_metric=cell.setting.get("metric"), source=cell.source,
-                                 note="no run with these settings yet"))
+                                 note="no run with these settings yet", paper_row=cell.row,
+                                 paper_column=cell.column))
             continue
         for run in matched:
             used.add(id(run))
@@ -229,7 +234,9 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
                              ours=value, metric=metric, settings=_show(run, show),
                              note="; ".join(["the paper reports no number for these keys",
                                              *note]),
-                             run_id=run.rec.run_id, experiment=run.rec.experiment))
+                             run_id=run.rec.run_id, experiment=run.rec.experiment,
+                             stats=value_stats(run.rec, metric,
+                                               metric_info(metric or "", infos).scale)))
     return rows
 
 
@@ -242,6 +249,8 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
     value, metric = run_value(run, candidates, infos)
     notes = comparability_note(run, cell, spec.get("compare") or {}, metric, infos)
     status = "ok"
+    scale = metric_info(metric or "", infos).scale
+    stats = value_stats(run.rec, metric, scale)
     if delta:
         partner = _find_partner(run, wrapped, {delta["key"]: delta["minus"]}, spec_keys, pair_on)
         if partner is None:
@@ -251,6 +260,10 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
             used.add(id(partner))
             other, _ = run_value(partner, [metric] if metric else candidates, infos)
             value = None if value is None or other is None else value - other
+            # a delta's own CI is the paired CI of the difference
+            stats = add_test(RowStats(), run.rec, partner.rec, metric, "diff", scale)
+            stats.n, stats.ci_low, stats.ci_high = (
+                value_stats(run.rec, metric, scale).n, stats.test_low, stats.test_high)
     if value is None and status == "ok":
         status = "missing metric"
         notes.insert(0, f"run has none of {candidates}")
@@ -260,6 +273,9 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
         if base is not None:
             base_value, _ = run_value(base, [metric] if metric else candidates, infos)
             ours_gain = relative_gain(value, base_value)
+            stats = add_test(stats, run.rec, base.rec, metric, "rel", scale)
+            if stats.test_note:
+                notes.append(f"gain CI: {stats.test_note}")
         else:
             notes.append("no paired baseline run for the gain")
     return TableRow(
@@ -269,7 +285,8 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
         paper_metric=cell.setting.get("metric"), settings=_show(run, spec.get("show") or []),
         note="; ".join(notes) or "same setting as the paper", run_id=run.rec.run_id,
         experiment=run.rec.experiment, source=cell.source,
-        pair=dict(zip(pair_on, pair_signature(run, pair_on))))
+        pair=dict(zip(pair_on, pair_signature(run, pair_on))), paper_row=cell.row,
+        paper_column=cell.column, stats=stats)
 
 
 def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumber],
@@ -291,7 +308,8 @@ def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumb
     label = f"{cell.row} · {cell.column}"
     if not groups:
         return [TableRow(label, NOT_RUN, dict(cell.keys), paper=cell.value, source=cell.source,
-                         note="no run with these settings yet")]
+                         note="no run with these settings yet", paper_row=cell.row,
+                         paper_column=cell.column)]
     out = []
     for group in groups.values():
         have = {_norm(r.keys.get(key)) for r in group}
@@ -300,13 +318,16 @@ def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumb
             out.append(TableRow(label, "incomplete", dict(cell.keys), paper=cell.value,
                                 source=cell.source, settings=group[0].settings,
                                 note=f"{len(have & need)} of {len(need)} columns run; "
-                                     f"missing {sorted(need - have)}"))
+                                     f"missing {sorted(need - have)}", paper_row=cell.row,
+                                paper_column=cell.column))
             continue
         value = sum(r.ours for r in group if _norm(r.keys.get(key)) in need) / len(need)
         out.append(TableRow(label, "ok", dict(cell.keys), ours=value, paper=cell.value,
                             diff=None if cell.value is None else value - cell.value,
                             settings=group[0].settings, source=cell.source,
-                            note=f"mean of our {len(need)} per-column values"))
+                            note=f"mean of our {len(need)} per-column values (no CI: the "
+                                 f"columns are different datasets)", paper_row=cell.row,
+                            paper_column=cell.column))
     return out
 
 
@@ -326,21 +347,32 @@ def _ours_text(row: TableRow) -> str:
         return NOT_RUN
     if row.ours is None:
         return row.status
-    return _fmt(row.ours)
+    return fmt_ci(row.ours, row.stats.ci_low, row.stats.ci_high)
+
+
+def _ours_gain_text(row: TableRow) -> str:
+    if row.ours_gain is None:
+        return "–"
+    return _fmt_gain(row.ours_gain) + fmt_test(row.stats, percent=True)
+
+
+def _n_text(row: TableRow) -> str:
+    return "" if row.stats.n is None else str(row.stats.n)
 
 
 def render_cells(row: TableRow, show: list[str]) -> list[str]:
     run = f"{row.experiment}/{row.run_id}" if row.run_id else ""
-    return [row.cell, _ours_text(row), _fmt(row.paper, 1), _fmt(row.diff, 2, signed=True),
-            _fmt_gain(row.ours_gain), _fmt_gain(row.paper_gain), row.metric or "",
-            row.paper_metric or "", *["" if is_missing(row.settings.get(c)) else
-                                      str(row.settings.get(c)) for c in show], row.note, run]
+    return [row.cell, _ours_text(row), _n_text(row), _fmt(row.paper, 1),
+            _fmt(row.diff, 2, signed=True), _ours_gain_text(row), _fmt_gain(row.paper_gain),
+            row.metric or "", row.paper_metric or "",
+            *["" if is_missing(row.settings.get(c)) else str(row.settings.get(c))
+              for c in show], row.note, run]
 
 
 def header(show: list[str]) -> list[str]:
-    return ["Paper cell", "Ours", "Paper", "Ours − paper", "Gain vs baseline (ours)",
-            "Gain vs baseline (paper)", "Our metric", "Paper metric", *show,
-            "Comparability", "Run"]
+    return ["Paper cell", "Ours [95% CI]", "n", "Paper", "Ours − paper",
+            "Gain vs baseline (ours) [95% CI] p", "Gain vs baseline (paper)", "Our metric",
+            "Paper metric", *show, "Comparability", "Run"]
 
 
 def _describe(spec: dict[str, Any], caption: str, n_runs: int) -> list[str]:
