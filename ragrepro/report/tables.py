@@ -407,8 +407,11 @@ def render_markdown(title: str, lines: list[str], rows: list[TableRow], show: li
 def render_html_table(rows: list[TableRow], show: list[str], table_id: str = "") -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header(show))
     body = []
+    comment = header(show).index("Comparability")
     for row in rows:
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in render_cells(row, show))
+        tds = "".join(f"<td class=\"comment\">{html.escape(c)}</td>" if i == comment else
+                      f"<td>{html.escape(c)}</td>"
+                      for i, c in enumerate(render_cells(row, show)))
         body.append(f'<tr data-status="{html.escape(row.status)}">{tds}</tr>')
     attr = f' id="{html.escape(table_id)}"' if table_id else ""
     return (f'<table class="report"{attr}><thead><tr>{head}</tr></thead>'
@@ -419,7 +422,8 @@ def render_html(title: str, lines: list[str], rows: list[TableRow], show: list[s
     paras = "".join(f"<p>{html.escape(ln)}</p>" for ln in lines)
     style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
              "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
-             "tr[data-status='not run']{color:#888}")
+             "tr[data-status='not run']{color:#888}"
+             "td.comment{min-width:28em;white-space:normal}")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
             f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>{paras}"
             f"{render_html_table(rows, show)}</body></html>\n")
@@ -447,8 +451,11 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     rows = build_table(spec, cells, runs, infos)
     show = list(spec.get("show") or [])
     title = str(spec.get("title") or spec["name"])
-    n_runs = sum(1 for r in runs if r.experiment in set(spec.get("experiments") or []))
+    mine = [r for r in runs if r.experiment in set(spec.get("experiments") or [])]
+    n_runs = len(mine)
     lines = _describe(spec, caption, n_runs)
+    if any((getattr(r, "metadata", None) or {}).get("demo") for r in mine):
+        lines.insert(0, "DEMO DATA: made-up numbers from ragrepro/report/demo.py, not results.")
     if not table:
         lines.append("The paper reports no number we could transcribe for this table "
                      "(see ragrepro/report/paper_numbers.yaml); our numbers only.")
