@@ -189,8 +189,10 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
 <section id="tables"><h2>Paper tables</h2>
 <p class="hint">Each table in the paper's shape: in every cell our number with its 95%
 confidence interval [low, high] and n (questions, or blocks of perplexity windows), the
-paired gain over the baseline row with its CI (≈0: the CI includes zero, the gain is not
-distinguishable from noise; ≠0: it is), then the paper's number. Paper rows we have not run
+paired relative change versus the baseline row with its CI (≈0: the CI includes zero, the
+change is not distinguishable from noise; ≠0: it is; for perplexity a negative change is an
+improvement), then the paper's number. Runs sharing a paper cell are labelled by the settings
+that differ between them. Paper rows we have not run
 are folded away. Tables with at least one of our numbers are expanded.</p>
 {tables_section(tables, index_dir)}</section>
 <section id="plots"><h2>Plots</h2>{plots_section(plots, index_dir)}</section>
@@ -226,6 +228,7 @@ table.grid th.rowhead{text-align:left;cursor:default}
 .grid .paper{color:#666;font-size:11px}
 .grid .gain{font-size:11px}
 .grid .n{color:#666;font-size:11px}
+.grid .label{color:#335;font-size:11px;margin-right:.3em}
 .demo{background:#fff0c0;border:2px solid #d90;padding:.5em;font-weight:bold}
 .run-demo{color:#b60;font-weight:bold}
 """

@@ -25,25 +25,41 @@ def _gain_line(r: TableRow) -> str:
     s = r.stats
     ci = (f" [{100 * s.test_low:+.1f}, {100 * s.test_high:+.1f}]"
           if s.test_low is not None and s.test_high is not None else " [no CI]")
-    return (f'<div class="gain">gain {100 * r.ours_gain:+.1f}%{ci}'
+    # relative change, as the paper tables print it (perplexity: negative = better)
+    return (f'<div class="gain">vs baseline {100 * r.ours_gain:+.1f}%{ci}'
             f"{html.escape(zero_mark(s.includes_zero))}</div>")
 
 
-def _ours_block(r: TableRow) -> str:
+def _ours_block(r: TableRow, label: str = "") -> str:
     if r.ours is None:
-        return f'<div class="ours missing">{html.escape(r.status)}</div>'
+        return f'<div class="ours missing">{html.escape(label + r.status)}</div>'
     title = "; ".join([f"{r.experiment}/{r.run_id}", r.note])
     n = f" n={r.stats.n}" if r.stats.n is not None else ""
-    return (f'<div class="ours" title="{html.escape(title)}"><b>'
+    tag = f'<span class="label">{html.escape(label)}</span>' if label else ""
+    return (f'<div class="ours" title="{html.escape(title)}">{tag}<b>'
             f"{html.escape(fmt_ci(r.ours, r.stats.ci_low, r.stats.ci_high))}</b>"
             f'<span class="n">{html.escape(n)}</span></div>{_gain_line(r)}')
 
 
+def labels(rows: list[TableRow]) -> list[str]:
+    """Per run of one cell, the shown settings that tell it from the others ('' if alone)."""
+    if len(rows) < 2:
+        return [""] * len(rows)
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r.settings if k not in keys]
+    differ = [k for k in keys if len({str(r.settings.get(k)) for r in rows}) > 1]
+    return [", ".join(f"{r.settings.get(k)}" for k in differ) + ": " if differ else
+            f"{r.run_id}: " for r in rows]
+
+
 def grid_cell(rows: list[TableRow]) -> str:
-    """One paper cell: each of our runs in it, then the paper's number."""
+    """One paper cell: each of our runs in it (labelled by the settings that differ between
+    them), then the paper's number."""
     ours = [r for r in rows if r.status != NOT_RUN]
     paper = next((r.paper for r in rows if r.paper is not None), None)
-    parts = [_ours_block(r) for r in ours] or ['<div class="ours none">not run</div>']
+    parts = ([_ours_block(r, lab) for r, lab in zip(ours, labels(ours))]
+             or ['<div class="ours none">not run</div>'])
     parts.append(f'<div class="paper">paper {"–" if paper is None else f"{paper:g}"}</div>')
     status = "ok" if ours else NOT_RUN
     return f'<td data-status="{status}">{"".join(parts)}</td>'

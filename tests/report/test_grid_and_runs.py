@@ -34,7 +34,7 @@ def test_grid_cell_marks_a_gain_whose_ci_includes_zero():
              stats=RowStats(n=9, ci_low=28.0, ci_high=49.0, test_low=-0.02, test_high=0.09,
                             p_value=0.43, includes_zero=True))
     cell = grid_cell([r])
-    assert "gain +2.6% [-2.0, +9.0] ≈0" in cell and "paper 29.6" in cell
+    assert "vs baseline +2.6% [-2.0, +9.0] ≈0" in cell and "paper 29.6" in cell
     r.stats.includes_zero, r.stats.test_low = False, 0.01
     assert "≠0" in grid_cell([r])
 
@@ -55,3 +55,11 @@ def test_a_table_builders_summary_csv_is_not_read_as_runs(results):
     runs = load_runs(results)
     assert len(runs) == n
     assert not any(r.experiment.endswith("_summary") for r in runs)
+
+
+def test_runs_sharing_a_paper_cell_are_labelled_by_what_differs():
+    a = _row("GPT-2 S, -, -", "WT-103", ours=36.1, settings={"model": "smollm2-135m", "k": 4})
+    b = _row("GPT-2 S, -, -", "WT-103", ours=37.7, settings={"model": "gemma3-270m", "k": 4})
+    cell = grid_cell([a, b])
+    assert '<span class="label">smollm2-135m: </span><b>36.10 [no CI]</b>' in cell
+    assert '<span class="label">gemma3-270m: </span><b>37.70 [no CI]</b>' in cell
