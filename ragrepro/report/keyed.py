@@ -82,3 +82,28 @@ def distinguishing(runs: Sequence[KeyedRun], cell_of: Any) -> list[str]:
         if len(group) > 1:
             out += [k for k in varying([r.settings for r in group]) if k not in out]
     return out
+
+
+def one_per_cell(rows: Sequence[dict[str, Any]], key: Sequence[str], table: str,
+                 settings_of: Any) -> list[dict[str, Any]]:
+    """One row per `key` value. Several rows with the same key are refused, naming the
+    settings where they differ (settings_of(row) -> that run's recorded settings): a table
+    never silently keeps the newest of two different settings."""
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(tuple(str(r.get(k, "")) for k in key), []).append(r)
+    for cell, group in groups.items():
+        if len(group) < 2:
+            continue
+        ids = ", ".join(str(r.get("run_id")) for r in group)
+        diff = varying([settings_of(r) for r in group])
+        label = ", ".join(f"{k}={v}" for k, v in zip(key, cell))
+        if diff:
+            raise DataError(f"{table}: runs {ids} fill the same cell ({label}) but differ in "
+                            f"{', '.join(diff)}. Keep one setting per table (move the other "
+                            f"runs' rows out of the CSV, or run them under another experiment "
+                            f"name).")
+        raise DataError(f"{table}: runs {ids} fill the same cell ({label}) with the same "
+                        f"recorded settings (e.g. reruns after a code change); remove the "
+                        f"rows you do not want from the CSV.")
+    return [group[0] for group in groups.values()]

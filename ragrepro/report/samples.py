@@ -181,6 +181,19 @@ def units_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
     return checked
 
 
+def run_metrics(run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(metrics, settings) from a run folder's metrics.json; empty when absent."""
+    if run_dir is None or not (Path(run_dir) / "metrics.json").exists():
+        return {}, {}
+    import json
+
+    try:
+        data = json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}, {}
+    return dict(data.get("metrics") or {}), dict(data.get("settings") or {})
+
+
 def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
                  st: StatsSettings = DEFAULT_STATS) -> Interval | None:
     units = units_for(run_dir, metrics, metric, st.block_tokens)
