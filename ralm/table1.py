@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -257,8 +258,11 @@ def verdict(rows: list[dict[str, Any]]) -> str:
     if not gains:
         return "No gain has an interval yet (no paired no-retrieval run)."
     sure = [r for r in gains if not r["gain_includes_zero"]]
-    names = "; ".join(f"{r['model']} {r['retrieval']}+{r['reranking']} "
-                      f"{r['gain_vs_no_retrieval_pct']:+.1f}%" for r in sure)
+    names = "; ".join(
+        f"{r['model']} {' + '.join(x for x in (r['retrieval'], r['reranking']) if x != '-')} "
+        f"{r['gain_vs_no_retrieval_pct']:+.1f}% "
+        f"({'retrieval helps' if r['gain_vs_no_retrieval_pct'] > 0 else 'retrieval hurts'})"
+        for r in sure)
     return (f"**Gains distinguishable from zero (95% CI excludes 0): {len(sure)} of "
             f"{len(gains)}**{': ' + names if sure else ''}. The others are within the noise "
             f"of this sample: their sign is not established.")
@@ -295,7 +299,10 @@ def to_markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]], name: st
             "permutation p-value. Every setting of every row is in the summary CSV."), "",
            (f"Uncertainty: {st.describe()}. The perplexity CIs are wide because the sample "
             f"is one stream of a few documents; the gains are paired on the same blocks and "
-            f"are much tighter."), ""]
+            f"are much tighter. With under ~20 blocks a percentile interval is approximate "
+            f"(it tends to be too narrow); the permutation p-value is exact when all 2^n "
+            f"swaps are enumerated (n <= {int(math.log2(st.resamples))} at {st.resamples} "
+            f"resamples)."), ""]
     if extra:
         out += [(f"Rows of the same model and reranking differ in: {', '.join(extra)} "
                  f"(shown as columns)."), ""]

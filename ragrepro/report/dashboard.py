@@ -15,6 +15,7 @@ from .compare import scalar_metrics
 from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
+from .samples import interval_for
 from .tables import BuiltTable, render_html_table
 from .wandb_sync import OfflineRun
 
@@ -33,7 +34,12 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
         href = os.path.relpath(run.dir, index_dir).replace(os.sep, "/") + "/"
     settings = run.settings or {k: v for k, v in run.row.items() if k not in ROW_META}
     metrics = scalar_metrics(run.metrics) if run.metrics else {}
-    return {"experiment": run.experiment, "run_id": run.run_id, "href": href,
+    intervals = {}
+    for name, value in metrics.items():
+        iv = interval_for(run.dir, run.metrics, name) if isinstance(value, float) else None
+        if iv is not None:
+            intervals[name] = [iv.low, iv.high, iv.n]
+    return {"intervals": intervals, "experiment": run.experiment, "run_id": run.run_id, "href": href,
             "finished_at": run.row.get("finished_at"), "wall_s": run.row.get("wall_s"),
             "git_commit": run.metadata.get("git_commit") or run.row.get("git_commit"),
             "wandb_mode": run.metadata.get("wandb_mode"),
@@ -345,7 +351,10 @@ _JS = r"""
     picked.forEach(function(r){ Object.keys(r.metrics || {}).forEach(function(k){ if (mKeys.indexOf(k) < 0) mKeys.push(k); }); });
     const mRows = mKeys.map(function(k){
       return '<tr data-key="' + esc(k) + '"><td>' + esc(k) + '</td>' +
-        picked.map(function(r){ return '<td class="num">' + esc(show((r.metrics || {})[k])) + '</td>'; }).join('') + '</tr>';
+        picked.map(function(r){
+          const iv = (r.intervals || {})[k];
+          const ci = iv ? ' [' + show(iv[0]) + ', ' + show(iv[1]) + '] n=' + iv[2] : '';
+          return '<td class="num">' + esc(show((r.metrics || {})[k]) + ci) + '</td>'; }).join('') + '</tr>';
     }).join('');
     const links = picked.map(function(r){
       let s = esc(r.experiment + '/' + r.run_id);
@@ -356,7 +365,7 @@ _JS = r"""
     body.innerHTML = '<ul>' + links + '</ul>' +
       '<h3>Settings that differ (' + diff.length + ')</h3>' +
       (diff.length ? '<table id="compare-settings">' + head + dRows + '</table>' : '<p>None: same settings.</p>') +
-      '<h3>Metrics</h3><table id="compare-metrics">' + head + mRows + '</table>';
+      '<h3>Metrics [95% CI] n</h3><p class="hint">Paired tests between runs: <code>ragrepro compare RUN_A RUN_B</code>.</p><table id="compare-metrics">' + head + mRows + '</table>';
   }
   tbody.addEventListener('change', function(e){
     if (!e.target.classList.contains('sel')) return;

@@ -50,6 +50,14 @@ def test_report_on_real_ralm_runs(tmp_path):
     assert bm25.stats.p_value is not None and bm25.stats.includes_zero is not None
     page = report.index.read_text()
     assert "DEMO" not in page and 'id="grid-ralm-table1"' in page
+    # the dashboard's run comparison shows each metric's CI too
+    import json
+    import re
+
+    data = json.loads(re.search(r'id="runs-data">(.*?)</script>', page, re.DOTALL).group(1))
+    for run in data:
+        low, high, n = run["intervals"]["ppl_word"]
+        assert low < run["metrics"]["ppl_word"] < high and n >= 1
 
 
 def test_report_on_real_filco_runs(tmp_path):
