@@ -29,7 +29,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="results folder with real runs (default: results/)")
     parser.add_argument("--out", type=Path,
                         default=REPO_ROOT / "results" / "report" / "screenshot.png")
-    parser.add_argument("--height", type=int, default=1500)
+    parser.add_argument("--height", type=int, default=2150,
+                        help="viewport height: the default shows the runs, a comparison and "
+                        "the RALM Table 1 grid")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     report = build_report(args.results or results_dir())

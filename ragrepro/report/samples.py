@@ -176,7 +176,7 @@ def units_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
         return None
     checked = _with_scale(units, _number(metrics.get(metric)))
     if checked is None:
-        log.warning("%s: per-sample %s does not reproduce the recorded value %s; no interval.",
+        log.debug("%s: per-sample %s does not reproduce the recorded value %s; no interval.",
                     run_dir, metric, metrics.get(metric))
     return checked
 
