@@ -7,8 +7,8 @@ from __future__ import annotations
 import html
 from typing import Any
 
+from .table_render import NOT_RUN, TableRow
 from .table_stats import fmt_ci, zero_mark
-from .tables import NOT_RUN, TableRow
 
 
 def _order(values: list[str]) -> list[str]:
