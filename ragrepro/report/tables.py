@@ -18,6 +18,7 @@ from ..io import atomic_write_json, atomic_write_text
 from ..paths import results_dir
 from .paper import PaperNumber, paper_table
 from .runs import RunRecord, is_missing, load_runs, to_float
+from .samples import DEFAULT_STATS
 from .spec import (
     SPEC_DIR,
     Derived,
@@ -339,6 +340,7 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     mine = [r for r in runs if r.experiment in set(spec.get("experiments") or [])]
     n_runs = len(mine)
     lines = _describe(spec, caption, n_runs)
+    lines.append(f"Uncertainty: {DEFAULT_STATS.describe()}.")
     if any((getattr(r, "metadata", None) or {}).get("demo") for r in mine):
         lines.insert(0, "DEMO DATA: made-up numbers from ragrepro/report/demo.py, not results.")
     if not table:
