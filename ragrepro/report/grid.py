@@ -42,15 +42,17 @@ def _ours_block(r: TableRow, label: str = "") -> str:
 
 
 def labels(rows: list[TableRow]) -> list[str]:
-    """Per run of one cell, the shown settings that tell it from the others ('' if alone)."""
+    """Per run of one cell, what tells it from the others ('' if alone): the shown settings
+    that differ (compact), else the builder's label over every recorded setting."""
     if len(rows) < 2:
         return [""] * len(rows)
     keys: list[str] = []
     for r in rows:
         keys += [k for k in r.settings if k not in keys]
     differ = [k for k in keys if len({str(r.settings.get(k)) for r in rows}) > 1]
-    return [", ".join(f"{r.settings.get(k)}" for k in differ) + ": " if differ else
-            f"{r.run_id}: " for r in rows]
+    if differ:
+        return [", ".join(f"{r.settings.get(k)}" for k in differ) + ": " for r in rows]
+    return [f"{r.label or 'run ' + str(r.run_id)}: " for r in rows]
 
 
 def grid_cell(rows: list[TableRow]) -> str:

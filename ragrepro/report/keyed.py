@@ -107,3 +107,21 @@ def one_per_cell(rows: Sequence[dict[str, Any]], key: Sequence[str], table: str,
                         f"recorded settings (e.g. reruns after a code change); remove the "
                         f"rows you do not want from the CSV.")
     return [group[0] for group in groups.values()]
+
+
+def label_shared_cells(rows: Sequence[Any], by_id: dict[str, Any]) -> None:
+    """Runs sharing one paper cell are different rows; label each by every recorded
+    setting whose value differs between them (not only the shown ones)."""
+    groups: dict[str, list[Any]] = {}
+    for row in rows:
+        if row.run_id and row.paper_row:
+            groups.setdefault(row.cell, []).append(row)
+    for group in groups.values():
+        if len(group) < 2:
+            continue
+        settings = [dict(getattr(by_id.get(r.run_id), "settings", None) or
+                         getattr(by_id.get(r.run_id), "row", None) or {}) for r in group]
+        keys = varying(settings)
+        for row, s in zip(group, settings):
+            row.label = ", ".join(f"{k}={s.get(k)}" for k in keys) or f"run {row.run_id}"
+            row.note = f"one of {len(group)} runs in this cell: {row.label}; {row.note}"

@@ -30,6 +30,7 @@ class TableRow:
     experiment: str | None = None
     source: str | None = None
     pair: dict[str, str] = field(default_factory=dict)   # pair_on values, for grouping
+    label: str = ""                   # settings telling this run from others in its cell
     paper_row: str = ""               # the paper's row and column labels, for the grid view
     paper_column: str = ""
     stats: RowStats = field(default_factory=RowStats)    # n, CI, paired test (table unit)

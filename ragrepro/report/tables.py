@@ -16,6 +16,7 @@ from typing import Any
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text
 from ..paths import results_dir
+from .keyed import label_shared_cells
 from .paper import PaperNumber, paper_table
 from .runs import RunRecord, is_missing, load_runs, to_float
 from .samples import DEFAULT_STATS
@@ -221,6 +222,7 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
                              run_id=run.rec.run_id, experiment=run.rec.experiment,
                              stats=value_stats(run.rec, metric,
                                                metric_info(metric or "", infos).scale)))
+    label_shared_cells(rows, {r.rec.run_id: r.rec for r in wrapped})
     return rows
 
 

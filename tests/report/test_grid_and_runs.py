@@ -63,3 +63,19 @@ def test_runs_sharing_a_paper_cell_are_labelled_by_what_differs():
     cell = grid_cell([a, b])
     assert '<span class="label">smollm2-135m: </span><b>36.10 [no CI]</b>' in cell
     assert '<span class="label">gemma3-270m: </span><b>37.70 [no CI]</b>' in cell
+
+
+def test_runs_sharing_a_cell_get_a_label_from_every_recorded_setting(results):
+    from ragrepro.report.demo import make_run, ralm
+    from ragrepro.report.tables import build_all
+
+    # the same cell as r1bm25, differing only in a setting the table does not show
+    make_run(results, "ralm/table1", "r1bm25b", ralm("smollm2-135m", "bm25", "first",
+                                                     retrieval_stride=8),
+             {"ppl_word": 31.0, "ppl_token": 16.5})
+    table = next(t for t in build_all(results, names=["ralm/table1"]))
+    rows = [r for r in table.rows if r.cell == "GPT-2 S, BM25, - · WT-103"]
+    assert sorted(r.label for r in rows) == ["retrieval_stride=8", "retrieval_stride=None"]
+    assert all(r.note.startswith("one of 2 runs in this cell: retrieval_stride=") for r in rows)
+    cell = grid_cell(rows)
+    assert "retrieval_stride=8: </span><b>31.00" in cell
