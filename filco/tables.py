@@ -17,7 +17,7 @@ from ragrepro.io import atomic_write_text
 from ragrepro.paths import results_dir
 from ragrepro.report.keyed import one_per_cell
 from ragrepro.report.paper import find, paper_table
-from ragrepro.report.samples import interval_for, paired_for, run_metrics
+from ragrepro.report.samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
 from ragrepro.report.table_stats import zero_mark
 from ragrepro.tracking import read_csv
 
@@ -35,7 +35,8 @@ NOTE = ("Mini scale: vital-qa / fanout-grounded with wiki-vital BM25 passages, s
         "its scores are meaningless). Paper columns apply to the paper's datasets only.")
 
 STATS_NOTE = ("Each of our numbers: [95% CI] from a percentile bootstrap over the evaluated "
-              "questions (2000 resamples, seed 0; ragrepro.stats). FilCo−Full: the paired "
+              f"questions ({DEFAULT_STATS.resamples} resamples, seed {DEFAULT_STATS.seed}; "
+              "ragrepro.stats). FilCo−Full: the paired "
               "difference on the same questions with its 95% CI, a paired permutation p-value, "
               "and ≈0 when the CI includes zero (not distinguishable from noise). The paper "
               "reports no intervals.")

@@ -10,7 +10,7 @@ from pathlib import Path
 from ragrepro.errors import DataError
 from ragrepro.io import atomic_write_text
 from ragrepro.report.keyed import one_per_cell
-from ragrepro.report.samples import interval_for, paired_for, run_metrics
+from ragrepro.report.samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
 from ragrepro.report.table_stats import zero_mark
 
 METRICS = ["f1_squad", "em_squad", "autoais", "autoais_substitute", "autoais_mean_score",
@@ -148,7 +148,8 @@ def write_table(table: str, results: Path) -> tuple[Path, Path]:
     note = ("AutoAIS column `autoais_substitute` is the offline LLM-judge substitute, not the "
             "TRUE T5-XXL AutoAIS of the paper. verbatim_rate = share of decoded keys found "
             "verbatim in the corpus. [low, high]: 95% percentile bootstrap CI over the "
-            "questions (2000 resamples, seed 0; ragrepro.stats). `RICHES − row`: RICHES minus "
+            f"questions ({DEFAULT_STATS.resamples} resamples, seed {DEFAULT_STATS.seed}; "
+            "ragrepro.stats). `RICHES − row`: RICHES minus "
             "the baseline on the same questions, paired bootstrap 95% CI, paired permutation "
             "p-value, ≈0 when the CI includes zero (not distinguishable from noise).")
     md = results / "riches" / f"{table}_table.md"
