@@ -196,7 +196,23 @@ def run_metrics(run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
                  st: StatsSettings = DEFAULT_STATS) -> Interval | None:
-    units = units_for(run_dir, metrics, metric, st.block_tokens)
+    """The 95% CI of the run's `metric` (None without reproducing per-sample records).
+    Cached per (run folder, its record files' mtimes, metric, recorded value, settings):
+    the report asks for the same interval from several tables and the dashboard."""
+    if run_dir is None:
+        return None
+    stamps = tuple(p.stat().st_mtime if p.exists() else 0.0
+                   for p in (Path(run_dir) / "samples.jsonl", Path(run_dir) / AUTOAIS_FILE))
+    extra = {k: metrics.get(k) for k in (metric, *PPL_METRICS.values())}
+    if not all(isinstance(v, (int, float, str, bool, type(None))) for v in extra.values()):
+        return None                                  # a non-scalar metric has no interval
+    return _cached_interval(str(run_dir), stamps, metric, tuple(sorted(extra.items())), st)
+
+
+@lru_cache(maxsize=4096)
+def _cached_interval(run_dir: str, _stamps: tuple[float, ...], metric: str,
+                     metrics: tuple[tuple[str, Any], ...], st: StatsSettings) -> Interval | None:
+    units = units_for(Path(run_dir), dict(metrics), metric, st.block_tokens)
     if units is None:
         return None
     return bootstrap_ci(units, st.resamples, st.seed, st.level)
