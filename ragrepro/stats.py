@@ -223,6 +223,9 @@ def paired_test(a: Units, b: Units, contrast: Contrast = "diff",
     """A vs baseline B on the same units: paired bootstrap CI of A - B (contrast=diff) or
     (A - B) / B (contrast=rel), the permutation p-value, and whether the CI includes 0."""
     a, b = align(a, b)
+    if contrast == "rel" and b.estimate() == 0:
+        raise DataError("A relative change from a baseline of 0 is undefined (e.g. EM 0 "
+                        "without retrieval); compare the difference (contrast='diff').")
     w = resample_weights(a.n, resamples, seed) if weights is None else weights
     d = _contrast(_stat_rows(a, w), _stat_rows(b, w), contrast)
     lo, hi = percentile_interval(d, level)

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import DataError
 from ..io import read_jsonl_tolerant
 from ..stats import (
     DEFAULT_LEVEL,
@@ -231,4 +232,7 @@ def paired_for(a_dir: Path | None, a_metrics: dict[str, Any], b_dir: Path | None
                       f"{a.unit})")
     if a.scale != b.scale:
         return None, "not paired: the runs store the metric on different scales"
-    return paired_test(a, b, contrast, st.resamples, st.seed, st.level), ""  # type: ignore[arg-type]
+    try:
+        return paired_test(a, b, contrast, st.resamples, st.seed, st.level), ""  # type: ignore[arg-type]
+    except DataError as e:
+        return None, str(e)

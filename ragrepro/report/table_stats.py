@@ -58,6 +58,15 @@ def add_test(stats: RowStats, rec: Any, partner: Any, metric: str | None, contra
     test, why = paired_for(a_dir, a_metrics, b_dir, b_metrics, metric, contrast, st)
     if test is None:
         stats.test_note = why
+        if contrast == "rel" and "baseline of 0" in why:
+            # no relative change from 0: the paired difference still says whether it moved
+            diff, _ = paired_for(a_dir, a_metrics, b_dir, b_metrics, metric, "diff", st)
+            if diff is not None:
+                stats.test_note = (
+                    f"relative change undefined (baseline 0); paired difference "
+                    f"{scale * diff.estimate:+.2f} [{scale * diff.low:+.2f}, "
+                    f"{scale * diff.high:+.2f}] p={diff.p_value:.3f}"
+                    f"{zero_mark(diff.includes_zero)}")
         return stats
     k = 1.0 if contrast == "rel" else scale
     stats.test_estimate, stats.test_low, stats.test_high = (k * test.estimate, k * test.low,

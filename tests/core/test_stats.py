@@ -167,3 +167,10 @@ def test_monte_carlo_permutation_p_is_never_zero():
 def test_units_reject_mismatched_lengths():
     with pytest.raises(DataError, match="same length"):
         Units(("a",), np.array([1.0, 2.0]), np.array([1.0]))
+
+
+def test_relative_change_from_a_zero_baseline_is_refused():
+    a, b = mean_units(range(3), [1.0, 0.0, 0.0]), mean_units(range(3), [0.0, 0.0, 0.0])
+    with pytest.raises(DataError, match="baseline of 0 is undefined"):
+        paired_test(a, b, contrast="rel")
+    assert paired_test(a, b, contrast="diff").estimate == pytest.approx(1 / 3)

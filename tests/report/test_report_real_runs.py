@@ -1,5 +1,6 @@
 """The report on rows that real (tiny) pipeline runs write, for every method: In-Context
-RALM perplexity (SmolLM2, 2 articles, no retrieval vs BM25), FilCo contexts (Full and Silver
+RALM perplexity (SmolLM2, 2 articles, no retrieval vs BM25) and QA (4 vital-qa questions,
+0 vs 2 BM25 passages), FilCo contexts (Full and Silver
 on 3 vital-qa questions, stage=context: no fine-tuning) and RICHES (title keys vs no
 retrieval, 2 questions). Each runs the real CLI into a tmp results folder (~10-30 s)."""
 from __future__ import annotations
@@ -58,6 +59,20 @@ def test_report_on_real_ralm_runs(tmp_path):
     for run in data:
         low, high, n = run["intervals"]["ppl_word"]
         assert low < run["metrics"]["ppl_word"] < high and n >= 1
+
+
+def test_report_on_real_ralm_qa_runs(tmp_path):
+    res = tmp_path / "results"
+    _cli(res, "experiment=ralm/table4", "model=smollm2-135m", "limit=4", "qa.num_docs=0,2")
+    report = build_report(res)
+    assert len(report.runs) == 2
+    rows = [r for r in _our_rows(report, "ralm/table4") if r.run_id]
+    assert len(rows) == 2 and all(r.stats.n == 4 and r.stats.ci_low is not None
+                                  for r in rows)
+    with_docs = next(r for r in rows if r.keys.get("retrieval") != "none")
+    # compared with its closed-book run: a relative gain with its test, or (closed-book EM
+    # 0) the paired difference in points
+    assert with_docs.stats.p_value is not None or "paired difference" in with_docs.note
 
 
 def test_report_on_real_filco_runs(tmp_path):

@@ -80,3 +80,10 @@ def test_verbatim_rate_is_a_ratio_of_per_question_sums(tmp_path):
     u = units_for(d, {"verbatim_rate": 0.75}, "verbatim_rate")
     assert u is not None and u.estimate() == pytest.approx(0.75)
     assert units_for(d, {"keys_per_answer": 2.0}, "keys_per_answer").estimate() == 2.0
+
+
+def test_relative_gain_over_a_zero_baseline_gives_no_test_and_says_why(tmp_path):
+    a = _write(tmp_path / "a", "samples.jsonl", [{"qid": "q1", "em": 1}, {"qid": "q2", "em": 0}])
+    b = _write(tmp_path / "b", "samples.jsonl", [{"qid": "q1", "em": 0}, {"qid": "q2", "em": 0}])
+    t, why = paired_for(a, {"em": 0.5}, b, {"em": 0.0}, "em", "rel")
+    assert t is None and "baseline of 0 is undefined" in why
