@@ -94,18 +94,21 @@ OUTPUTS = frozenset({"score", "score_code", "context_precision", "input_tokens",
                      "context_tokens", "context_empty", "silver_empty_train", "metric",
                      "metric_code", "recall_answer", "recall_title", "precision", "git_commit",
                      "git_dirty", "wall_s", "finished_at"})
-# Where the run folders of the rows being built live (set by build()).
-_RUNS: dict[str, Path | None] = {"dir": None}
+
+
+def with_run_dirs(rows: Sequence[dict], runs_dir: Path) -> list[dict]:
+    """The CSV rows, each with `_dir`: its run folder (per-sample records for the CIs)."""
+    return [{**r, "_dir": runs_dir / str(r["run_id"])} if r.get("run_id") else dict(r)
+            for r in rows]
 
 
 def _run_dir(r: dict) -> Path | None:
-    base = _RUNS["dir"]
-    return None if base is None or not r.get("run_id") else base / str(r["run_id"])
+    return r.get("_dir")
 
 
 def _settings_of(r: dict) -> dict:
     settings = run_metrics(_run_dir(r))[1]
-    return settings or {k: v for k, v in r.items() if k not in OUTPUTS}
+    return settings or {k: v for k, v in r.items() if k not in OUTPUTS and k != "_dir"}
 
 
 def _latest(rows: Sequence[dict], key: Sequence[str]) -> list[dict]:
@@ -195,7 +198,7 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
     root = root or results_dir()
     src = root / prefix / f"{exp}.csv"
     rows = read_csv(src)
-    _RUNS["dir"] = root / prefix / exp
+    rows = with_run_dirs(rows, root / prefix / exp)
     if not rows:
         raise SystemExit(f"No results in {src}: run `ragrepro -m experiment={prefix}/{exp}` first.")
     paper_md = ""
