@@ -25,6 +25,7 @@ from . import prompts
 from .cxmi import CxmiScorer
 from .data import default_split, load_examples, task_for
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
+from .official import official_prediction
 from .silver import (
     Example,
     Silver,
@@ -68,6 +69,11 @@ class Ctx:
     k: int
     lm: Any
     split: Any
+
+    @property
+    def ctx_answer_prefix(self) -> str:
+        """get_inputs.py --answer_prefix of the M_ctx data (FEVER's label sentence)."""
+        return str(self.fc.get("ctx_answer_prefix") or "answer")
 
     def cache_file(self, kind: str, key_obj: Any) -> Any:
         path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
@@ -162,7 +168,7 @@ def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
     for e, s in zip(exs, sil):
         if not s.text and c.fc.fallback.ctx_target == "drop":
             continue
-        pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages),
+        pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix),
                       ctx_train_target(s, c.fc.fallback.ctx_target, e.passages)))
     return trained_lm(c.lm, pairs, train_config(c.fc, "ctx", int(c.cfg.seed)), "ctx")
 
@@ -217,7 +223,8 @@ def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[
         return out, info
     if setting == "filco":
         model, info = ctx_filter(c, train, sil_train)
-        sources = [prompts.ctx_prompt(c.task, e.question, e.passages) for e in test]
+        sources = [prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix)
+                   for e in test]
         preds = generate_texts(c, model, sources, int(c.fc.ctx_max_new_tokens), "M_ctx")
         return [eval_context(p, e.passages, rule) for p, e in zip(preds, test)], info
     raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
@@ -235,6 +242,7 @@ def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]
             "eval_limit": fc.eval_data.get("limit"), "train_dataset": fc.train_data.name,
             "train_split": fc.train_data.split, "train_limit": fc.train_data.get("limit"),
             "n_train": n_train, "n_eval": n_test, "gen_format": fc.gen_format,
+            "ctx_answer_prefix": c.ctx_answer_prefix, "cxmi_output": c.spec.cxmi_output,
             "test_context": fc.test_context, "fallback_test": fc.fallback.test,
             "fallback_gen_train": fc.fallback.gen_train,
             "fallback_ctx_target": fc.fallback.ctx_target,
@@ -314,24 +322,27 @@ def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example]
     for i, r in enumerate(records):
         if "raw_output" in done.get(r["qid"], {}):
             r.update({k: done[r["qid"]][k] for k in ("raw_output", "prediction", "score",
-                                                      "score_code")})
+                                                      "prediction_code", "score_code")})
         else:
             todo.append(i)
     bs = int(c.fc.gen_batch_size)
     for b in tqdm(range(0, len(todo), bs), desc="M_gen", leave=False):
         idx = todo[b:b + bs]
         ids = [prompt_ids(gen, prompts.gen_prompt(c.task, test[i].question, contexts[i],
-                                                  c.fc.gen_format), int(c.fc.max_input_tokens))
-               for i in idx]
+                                                  c.fc.gen_format, c.ctx_answer_prefix),
+                          int(c.fc.max_input_tokens)) for i in idx]
         outs = gen.generate(ids, max_new_tokens=int(c.fc.gen_max_new_tokens), batch_size=bs)
         for i, out_ids in zip(idx, outs):
             r = records[i]
-            out = gen.decode(out_ids, skip_special_tokens=True).strip()
-            pred = prompts.clean_output(out)
-            # score_code: the official eval.py normalisation / character F1, same prediction
-            r.update(raw_output=out, prediction=pred,
+            raw = gen.decode(out_ids, skip_special_tokens=True)
+            pred = prompts.clean_output(raw.strip())
+            # score_code: the prediction as the official scripts extract it (query.py or
+            # query_llama.py, then eval.py's clean_output) under eval.py's metric
+            pred_code = official_prediction(raw, gen.kind)
+            r.update(raw_output=raw.strip(), prediction=pred,
                      score=get_metric(c.task.metric).fn(pred, r["answers"]),
-                     score_code=get_metric(c.task.metric_code).fn(pred, r["answers"]))
+                     prediction_code=pred_code,
+                     score_code=get_metric(c.task.metric_code).fn(pred_code, r["answers"]))
             run.add_sample({"setting": setting, **r})
 
 
