@@ -23,7 +23,7 @@ from ragrepro.tracking import Run
 
 from . import prompts
 from .cxmi import CxmiScorer
-from .data import default_split, load_examples, task_for
+from .data import data_settings, default_split, load_examples, task_for
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
 from .official import official_prediction
 from .silver import (
@@ -42,6 +42,8 @@ from .train import TrainConfig, trained_lm
 
 log = logging.getLogger(__name__)
 SETTINGS = ("full", "psg", "filco", "silver")
+# the `method` column of each setting: the baselines are named apart from FilCo itself
+METHODS = {"full": "filco-full", "psg": "filco-psg", "filco": "filco", "silver": "filco-silver"}
 
 
 # -- settings ------------------------------------------------------------------------------
@@ -233,7 +235,9 @@ def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[
 # -- the pipelines -------------------------------------------------------------------------
 def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]:
     fc = c.fc
-    return {"setting": setting, "family": c.lm.kind, "generator": c.lm.name,
+    eval_spec = OmegaConf.to_container(fc.eval_data, resolve=True)
+    return {**data_settings(eval_spec), "method": METHODS[setting],  # type: ignore[arg-type]
+            "setting": setting, "top_k": c.k, "family": c.lm.kind, "generator": c.lm.name,
             "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
             "measure": c.spec.name, "measure_mode": c.spec.mode,
             "measure_threshold": c.spec.threshold, "splitter": fc.splitter,
@@ -351,7 +355,11 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[str, Any]:
+    """Means over the evaluated examples. `score`, `score_code`, `context_precision` are x100
+    (filco.tables); the columns named after the metric (em_squad, em_filco_code, ...,
+    unigram_precision) are fractions, the unit of conf/report/metrics.yaml."""
     m = {"context_precision": 100 * _mean([r["context_precision"] for r in records]),
+         "unigram_precision": _mean([r["context_precision"] for r in records]),
          "input_tokens": _mean([r["input_tokens"] for r in records]),
          "context_tokens": _mean([r["context_tokens"] for r in records]),
          "context_empty": _mean([float(r["context_empty"]) for r in records])}
@@ -360,31 +368,7 @@ def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[s
         m["score_code"] = 100 * _mean([r["score_code"] for r in records])
         m["metric"] = task.metric
         m["metric_code"] = task.metric_code
+        # the same numbers under the metric's own name, for the report's paper tables
+        m[task.metric] = _mean([r["score"] for r in records])
+        m[task.metric_code] = _mean([r["score_code"] for r in records])
     return m
-
-
-# -- Table 2: retrieval ---------------------------------------------------------------------
-def run_retrieval(cfg: DictConfig, run: Run) -> Result:
-    """Recall of the top-k passages (answer string in a passage; gold title among them) and
-    unigram precision of the positive passages against the output (Table 2)."""
-    from .silver import answer_in
-
-    c = build_ctx(cfg, load_model=False)
-    test = load_data(c, "eval_data")
-    recs = []
-    for e in test:
-        pos = [p for p in e.passages if answer_in(p, e.answers)]
-        rec = {"qid": e.qid, "recall_answer": float(bool(pos)),
-               "recall_title": float(any(t in set(e.gold_titles) for t in e.titles)),
-               "titles": list(e.titles)}
-        if pos:
-            rec["precision"] = max(unigram_precision(_join(pos), a) for a in e.answers)
-        recs.append(rec)
-        run.add_sample(rec)
-    metrics = {"recall_answer": 100 * _mean([r["recall_answer"] for r in recs]),
-               "recall_title": 100 * _mean([r["recall_title"] for r in recs]),
-               "precision": 100 * _mean([r["precision"] for r in recs if "precision" in r])}
-    settings = {"k": c.k, "task": c.task.name, "eval_dataset": c.fc.eval_data.name,
-                "eval_split": c.fc.eval_data.split or default_split(c.fc.eval_data.name), "eval_limit": c.fc.eval_data.get("limit"),
-                "retriever": cfg.retriever.get("name"), "n_eval": len(test)}
-    return Result(metrics=metrics, settings=settings)
