@@ -23,7 +23,7 @@ from ragrepro.tracking import Run
 
 from . import prompts
 from .cxmi import CxmiScorer
-from .data import data_settings, default_split, load_examples, task_for
+from .data import data_settings, dataset_variant, default_split, load_examples, task_for
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
 from .official import official_prediction
 from .silver import (
@@ -244,6 +244,7 @@ def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]
             "eval_dataset": fc.eval_data.name,
             "eval_split": fc.eval_data.split or default_split(fc.eval_data.name),
             "eval_limit": fc.eval_data.get("limit"), "train_dataset": fc.train_data.name,
+            "train_dataset_variant": dataset_variant(fc.train_data.name),
             "train_split": fc.train_data.split, "train_limit": fc.train_data.get("limit"),
             "n_train": n_train, "n_eval": n_test, "gen_format": fc.gen_format,
             "ctx_answer_prefix": c.ctx_answer_prefix, "cxmi_output": c.spec.cxmi_output,

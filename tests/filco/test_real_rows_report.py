@@ -38,6 +38,8 @@ def results(tmp_path_factory) -> Path:
         _run(root, "filco/table5", f"filco.setting={setting}", *TINY)
     for setting in ("full", "filco"):
         _run(root, "filco/fig4", f"filco.setting={setting}", *TINY)
+    for setting in ("full", "silver"):
+        _run(root, "filco/table3", f"filco.setting={setting}", *TINY)
     _run(root, "filco/table2", "filco.k=1", "filco.eval_data.limit=6", "wandb.mode=disabled")
     return root
 
@@ -83,6 +85,16 @@ def test_report_table5_fills_from_real_rows(results):
         assert "dataset vital-qa stands in for nq" in row.note
         assert "model tiny-t5-random stands in for flan-t5-xl" in row.note
         assert "first 2 examples only" in row.note
+
+
+def test_report_table3_fills_unigram_precision_from_context_runs(results):
+    rows = _table(results, "filco/table3")
+    by = {r["setting"]: r for r in read_csv(results / "filco" / "table3.csv")}
+    assert {r["stage"] for r in by.values()} == {"context"}
+    for label, setting in (("Full", "full"), ("Silver", "silver")):
+        row = _cell(rows, f"{label} · NQ")
+        assert row.status == "ok" and row.metric == "unigram_precision"
+        assert row.ours == pytest.approx(float(by[setting]["context_precision"]))
 
 
 def test_report_fig4_delta_pairs_real_full_and_filco_rows(results):
