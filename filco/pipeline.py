@@ -237,7 +237,8 @@ def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]
     fc = c.fc
     eval_spec = OmegaConf.to_container(fc.eval_data, resolve=True)
     return {**data_settings(eval_spec), "method": METHODS[setting],  # type: ignore[arg-type]
-            "setting": setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind, "generator": c.lm.name,
+            "setting": setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
+            "generator": c.lm.name,
             "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
             "measure": c.spec.name, "measure_mode": c.spec.mode,
             "measure_threshold": c.spec.threshold, "splitter": fc.splitter,
