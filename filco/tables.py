@@ -30,9 +30,25 @@ MODEL_FAMILY = {"flan-t5-xl": "Flan-T5", "llama2-7b": "Llama 2"}
 
 PAPER_COLS = ("NQ", "TQA", "HotpotQA", "ELI5", "FEVER", "WoW")
 MEASURE_INDEX = {"strinc": 0, "lexical": 1, "cxmi": 2}
-NOTE = ("Mini scale: vital-qa / fanout-grounded with wiki-vital BM25 passages, smollm2-135m "
-        "(causal, LoRA, a few steps) and a tiny RANDOMLY initialised T5 (seq2seq plumbing only; "
-        "its scores are meaningless). Paper columns apply to the paper's datasets only.")
+MINI_NOTE = ("Mini scale: vital-qa / fanout-grounded with wiki-vital BM25 passages, smollm2-135m "
+             "(causal, LoRA, a few steps) and a tiny RANDOMLY initialised T5 (seq2seq plumbing "
+             "only; its scores are meaningless). Paper columns apply to the paper's datasets "
+             "only.")
+PAPER_NOTE = ("Paper scale (results/filco/paper): the paper's datasets, models and settings "
+              "as configured in conf/experiment/filco/paper/; see each row's n_eval and the "
+              "run's config for what differs from the paper.")
+# The paper's task numbers are the official eval.py's (EM with punctuation kept, character
+# F1, FEVER accuracy = EM on the label), so the columns beside them are our `score_code`:
+# the same metric on our predictions, extracted as the official scripts extract them.
+VALUE = "score_code"
+METRIC_NOTE = ("Scores: the official eval.py metric (`score_code`: EM or character-level F1, "
+               "x100), the metric of the paper's numbers; `score` (SQuAD-normalised) is in the "
+               "run CSV.")
+
+
+def note_for(prefix: str) -> str:
+    """The table note: mini or paper scale, from the results folder the table is built from."""
+    return PAPER_NOTE if prefix.rstrip("/").endswith("paper") else MINI_NOTE
 
 STATS_NOTE = ("Each of our numbers: [95% CI] from a percentile bootstrap over the evaluated "
               f"questions ({DEFAULT_STATS.resamples} resamples, seed {DEFAULT_STATS.seed}; "
@@ -204,13 +220,13 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
     paper_md = ""
     if exp == "fig4":
         delta = paper_fig4_delta()
-        header, body = table_settings(rows, "score", {"delta": delta})
-        title = "Figure 4: Full / Psg / FilCo / Silver, top-1 passage (score: EM or F1, x100)"
+        header, body = table_settings(rows, VALUE, {"delta": delta})
+        title = "Figure 4: Full / Psg / FilCo / Silver, top-1 passage (eval.py EM or F1, x100)"
         paper_md = paper_block("Paper, Figure 4 text: FilCo − Full (top-1)", delta)
     elif exp == "table5":
         table5 = paper_by_setting("table5", top_k=5)
-        header, body = table_settings(rows, "score", table5)
-        title = "Table 5: Full / Psg / FilCo / Silver, top-5 passages (x100)"
+        header, body = table_settings(rows, VALUE, table5)
+        title = "Table 5: Full / Psg / FilCo / Silver, top-5 passages (eval.py EM or F1, x100)"
         paper_md = paper_block("Paper, Table 5 (Flan-T5, top-5)", table5)
     elif exp == "table3":
         table3 = paper_by_setting("table3")
@@ -239,11 +255,12 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
         for g, ds in keys:
             cell = {r["measure"]: r for r in rows if (r["generator"], r["eval_dataset"]) == (g, ds)}
             paper = table4.get(MODEL_FAMILY.get(g, ""), {}).get(TASK_COLS.get(ds, ""))
-            body.append([g, ds] + [_ci(cell[m], "score") if m in cell else "–" for m in MEASURE_INDEX]
+            body.append([g, ds] + [_ci(cell[m], VALUE) if m in cell else "–" for m in MEASURE_INDEX]
                         + ["/".join(_f(100 * float(cell[m]["silver_empty_train"]), 0) if m in cell
                                     else "–" for m in MEASURE_INDEX)]
                         + [_f(paper[i]) if paper else "–" for i in range(3)])
-        title = "Table 4: FilCo score by the measure that built the silver contexts (x100)"
+        title = ("Table 4: FilCo score by the measure that built the silver contexts "
+                 "(eval.py EM or F1, x100)")
         paper_md = paper_block("Paper, Table 4 (StrInc / Lexical / CXMI)", table4)
     elif exp == "table2":
         rows = _latest(rows, ["eval_dataset", "k"])
@@ -267,7 +284,8 @@ def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:
         paper_md = paper_block("Paper, Table 2 (top-1 / top-5)", table2)
     else:
         raise SystemExit(f"Unknown FilCo table {exp!r}; use fig4, table2, table3, table4, table5, fig6.")
-    md = (f"## {title}\n\n{NOTE}\n\n{STATS_NOTE}\n\n{_markdown(header, body)}\n\n{paper_md}\n\n"
+    note = note_for(prefix) + (f" {METRIC_NOTE}" if exp in ("fig4", "table5", "table4") else "")
+    md = (f"## {title}\n\n{note}\n\n{STATS_NOTE}\n\n{_markdown(header, body)}\n\n{paper_md}\n\n"
           f"Source: {src}\n")
     out = root / prefix / f"{exp}_table.md"
     atomic_write_text(out, md)
