@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,9 +43,11 @@ from .prompts import (
     parse_answer,
     reader_prompt,
 )
+from .provenance import provenance, sample_articles
 
 log = logging.getLogger(__name__)
 METHODS = ("riches", "no_retrieval", "dense_reader", "iterative")
+DECODED_KEYS = ("riches", "no_retrieval")  # methods whose keys are decoded by the LM
 
 
 # -- setup ---------------------------------------------------------------------------------
@@ -68,46 +69,34 @@ def prompt_name(rc: DictConfig, records: Sequence[QARecord]) -> str:
     return "multi_hop" if any(r.hops > 1 for r in records) else "single_hop"
 
 
-def proposition_docs(kc: DictConfig, docs: list[Passage], cfg: DictConfig,
-                     prompt_cfg: dict) -> list[Passage]:
-    """Mini scale: the articles whose propositions are generated: the gold articles of the
-    first `subset_questions` questions of each hop count of the evaluation split (a setting
-    of its own, not `limit`, so one index serves every table), the demonstration articles
-    and `n_distractors` seeded random others. Generation is the slow part on a CPU."""
-    from ragrepro.data.loaders import load_qa
-
-    ds = cfg.dataset
-    wanted: set[str] = set()
-    n = kc.get("subset_questions")
-    if str(ds.name).startswith("vital-qa"):
-        groups = [load_qa("vital-qa", split=ds.split, hops=h, limit=n) for h in (1, 2)]
-    else:
-        groups = [load_qa(ds.name, split=ds.split, path=ds.get("path"), limit=n)]
-    for records in groups:
-        for r in records:
-            wanted.update(r.gold_titles)
-    wanted.update(s["title"] for ex in prompt_cfg["examples"] for s in ex["steps"])
-    chosen = [i for i, p in enumerate(docs) if p.title in wanted]
-    rest = [i for i in range(len(docs)) if docs[i].title not in wanted]
-    rng = random.Random(int(kc.get("seed", 0)))
-    chosen += rng.sample(rest, min(int(kc.n_distractors), len(rest)))
-    return [docs[i] for i in sorted(chosen)]
+def proposition_docs(kc: DictConfig, docs: list[Passage]) -> list[Passage]:
+    """Mini scale: the articles whose propositions the LM generates, a seeded random sample
+    of `n_articles` corpus articles chosen without looking at any question (see
+    riches/provenance.py; generation is the slow part on a CPU)."""
+    if kc.get("articles", "sample") != "sample":
+        raise ConfigError(f"riches.key.articles={kc.get('articles')!r}; mini-scale propositions "
+                          f"support 'sample' (a seeded random sample of n_articles articles).")
+    chosen = sample_articles([p.title for p in docs], kc.get("n_articles"), int(kc.get("seed", 0)))
+    return [docs[i] for i in chosen]
 
 
-def build_key_corpus(kc: DictConfig, docs: list[Passage], cfg: DictConfig, lm: Any,
-                     prompt_cfgs: Sequence[dict]) -> KeyCorpus:
+def build_key_corpus(kc: DictConfig, docs: list[Passage], lm: Any,
+                     prompt_cfgs: Sequence[dict]) -> tuple[KeyCorpus, dict[str, Any]]:
+    """The keys of the index and their provenance (row columns)."""
     if kc.unit != "proposition":
-        return cached_keys(kc.unit, docs)
+        kcorp = cached_keys(kc.unit, docs)
+        return kcorp, provenance(kcorp, "corpus", "all", None)
     if kc.source == "factoid-wiki":
         from .propositions import read_factoid_wiki
 
-        return build_keys("proposition", docs, propositions=read_factoid_wiki(kc.paths, docs))
+        kcorp = build_keys("proposition", docs, propositions=read_factoid_wiki(kc.paths, docs))
+        return kcorp, provenance(kcorp, "factoid-wiki", "file", None)
     if kc.source != "lm":
         raise ConfigError(f"riches.key.source={kc.source!r}; use 'lm' (mini) or "
                           f"'factoid-wiki' (paper, with riches.key.paths).")
     from .propositions import lm_propositions
 
-    subset = proposition_docs(kc, docs, cfg, prompt_cfgs[0])
+    subset = proposition_docs(kc, docs)
     facts = lm_propositions(lm, subset, load_prompt("propositions"),
                             cache_dir() / "riches" / "propositions" / f"{lm.name}.jsonl",
                             max_new_tokens=int(kc.generation_max_new_tokens),
@@ -116,12 +105,18 @@ def build_key_corpus(kc: DictConfig, docs: list[Passage], cfg: DictConfig, lm: A
     by_title = {p.title: i for i, p in enumerate(docs)}
     pairs = [(f, pos[p.pid]) for p in subset for f, _ in facts.get(p.pid, [])]
     n_rewritten = sum(how == "rewrite" for p in subset for _, how in facts.get(p.pid, []))
+    n_demo = 0
     for pcfg in prompt_cfgs:  # the hand-written demonstration propositions
-        pairs += [(text, by_title[t]) for text, t in example_propositions(pcfg) if t in by_title]
+        demo = [(text, by_title[t]) for text, t in example_propositions(pcfg) if t in by_title]
+        pairs += demo
+        n_demo += len(demo)
     pairs = list(dict.fromkeys(pairs))
-    log.info("Proposition keys: %d over %d articles (LM-derived, %d rewritten, the rest kept "
-             "as sentences; mini scale)", len(pairs), len(subset), n_rewritten)
-    return build_keys("proposition", docs, propositions=pairs)
+    log.info("Proposition keys: %d over %d sampled articles (seed %s; LM-derived, %d rewritten, "
+             "the rest kept as sentences; mini scale) + the demonstrations' hand-written ones",
+             len(pairs), len(subset), kc.get("seed", 0), n_rewritten)
+    kcorp = build_keys("proposition", docs, propositions=pairs)
+    return kcorp, {**provenance(kcorp, "lm", "sample", int(kc.get("seed", 0))),
+                   "keys_n_sampled": len(subset), "keys_n_demo": n_demo}
 
 
 def cached_keys(unit: str, docs: list[Passage]) -> KeyCorpus:
@@ -245,8 +240,8 @@ def _run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[st
     rc, kc = cfg.riches, cfg.riches.key
     constrained = rc.method == "riches"
     # all demonstration propositions go into the index, so one index serves both prompts
-    kcorp = build_key_corpus(kc, docs, cfg, lm, [pcfg] + [load_prompt(n) for n in
-                                                        ("single_hop", "multi_hop")])
+    kcorp, origin = build_key_corpus(kc, docs, lm, [pcfg] + [load_prompt(n) for n in
+                                                             ("single_hop", "multi_hop")])
     index = build_index(kcorp, lm, cfg.corpus.name, kc)
     constraint = KeyConstraint.for_tokenizer(
         index, lm.tokenizer, rc.markers.open, rc.markers.close, start=kc.start, end=kc.end,
@@ -290,8 +285,7 @@ def _run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[st
             "renormalize": bool(rc.renormalize), "length_penalty": float(rc.length_penalty),
             "max_new_tokens": max_new, "n_index_keys": len(kcorp.keys),
             "index_tokens": index.n, "index_bytes_per_token": index.bytes_per_token(),
-            "evidence": kc.evidence if constrained else "key",
-            "keys_source": kc.get("source", "corpus")}
+            "evidence": kc.evidence if constrained else "key", **origin}
 
 
 def check_demo_keys(prompt: RichesPrompt, index: SuffixIndex, at_start: bool, full: bool, lm) -> None:
@@ -359,7 +353,7 @@ def _run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str
         answer = lm.decode(out, skip_special_tokens=True).split("\n")[0].strip()
         evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
         run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
-            "n_keys": len(hits), "keys_verbatim": len(hits), "seconds": time.perf_counter() - t0,
+            "n_keys": len(hits), "seconds": time.perf_counter() - t0,
             "hits": [{"pid": h.pid, "title": h.title, "score": h.score} for h in hits]}))
     return {"k": k, "k_source": k_source, "retriever": cfg.retriever.name}
 
@@ -413,26 +407,36 @@ def _run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict
             steps += 1
         evidence = " ".join(f"{h.title}. {h.text}" for h in hits_all)
         run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits_all], {
-            "n_keys": len(hits_all), "keys_verbatim": len(hits_all), "steps": steps,
+            "n_keys": len(hits_all), "steps": steps,
             "trace": history, "seconds": time.perf_counter() - t0}))
     return {"k": 1, "retriever": cfg.retriever.name, "max_steps": int(rc.iterative.max_steps)}
 
 
 # -- aggregates ---------------------------------------------------------------------------------
-def aggregate(cfg: DictConfig, run: Any, lm: Any, samples: list[dict]) -> tuple[dict, dict]:
+def sample_metrics(samples: list[dict], decoded_keys: bool) -> dict[str, Any]:
+    """Means over the per-question records. `verbatim_rate` (share of decoded keys found
+    verbatim in the corpus) exists only for methods that decode keys (RICHES and its
+    no-retrieval ablation); the retrieve-then-read baselines copy passages, so the column
+    is left out for them (not applicable), never set to 1."""
     n = len(samples)
     keys = sum(s.get("n_keys", 0) for s in samples)
-    verb = sum(s.get("keys_verbatim", 0) for s in samples)
     recalls = [s["gold_title_recall"] for s in samples if s.get("gold_title_recall") is not None]
     metrics: dict[str, Any] = {
         "f1_squad": float(np.mean([s["f1_squad"] for s in samples])) if n else float("nan"),
         "em_squad": float(np.mean([s["em_squad"] for s in samples])) if n else float("nan"),
         "keys_per_answer": keys / n if n else float("nan"),
-        "verbatim_rate": verb / keys if keys else float("nan"),
         "gold_title_recall": float(np.mean(recalls)) if recalls else float("nan"),
         "seconds_per_question": float(np.mean([s.get("seconds", 0.0) for s in samples])) if n else 0.0,
         "n": n,
     }
+    if decoded_keys:
+        verb = sum(s.get("keys_verbatim", 0) for s in samples)
+        metrics["verbatim_rate"] = verb / keys if keys else float("nan")
+    return metrics
+
+
+def aggregate(cfg: DictConfig, run: Any, lm: Any, samples: list[dict]) -> tuple[dict, dict]:
+    metrics = sample_metrics(samples, decoded_keys=cfg.riches.method in DECODED_KEYS)
     ais, ais_settings = attribution(cfg, run, lm, samples)
     metrics.update(ais)
     return metrics, ais_settings
