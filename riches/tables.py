@@ -21,7 +21,7 @@ TABLES: dict[str, list[str]] = {
     "main": ["dataset_hops", "riches_method", "retriever", "k"],
 }
 CONTEXT = ["model", "dataset", "split", "limit", "key_type", "beam_size", "adaptive",
-           "thoughts", "autoais_scorer"]
+           "thoughts", "autoais_scorer", "keys_articles", "keys_n_articles"]
 
 
 def _fmt(v: str) -> str:
@@ -90,7 +90,10 @@ def write_table(table: str, results: Path) -> tuple[Path, Path]:
     header, body = build_table(rows, TABLES[table])
     note = ("AutoAIS column `autoais_substitute` is the offline LLM-judge substitute, not the "
             "TRUE T5-XXL AutoAIS of the paper. verbatim_rate = share of decoded keys found "
-            "verbatim in the corpus.")
+            "verbatim in the corpus (empty for the retrieve-then-read baselines: they decode "
+            "no keys). keys_articles / keys_n_articles: which articles the key index covers "
+            "(all = every corpus article; sample = a seeded random sample chosen without "
+            "looking at any question).")
     md = results / "riches" / f"{table}_table.md"
     out_csv = results / "riches" / f"{table}_table.csv"
     atomic_write_text(md, to_markdown(f"RICHES {table} (ours)", header, body, note))

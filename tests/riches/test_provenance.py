@@ -118,3 +118,19 @@ def test_baselines_have_no_verbatim_rate_and_riches_measures_it() -> None:
     baseline = sample_metrics(rows, decoded_keys=False)
     assert "verbatim_rate" not in baseline
     assert {k: v for k, v in riches.items() if k != "verbatim_rate"} == baseline
+
+
+def test_main_table_leaves_the_baselines_verbatim_rate_empty_and_shows_the_index() -> None:
+    from riches.tables import TABLES, build_table
+
+    rows = [{"dataset_hops": "1", "riches_method": "riches", "verbatim_rate": "1.0",
+             "f1_squad": "0.1", "keys_articles": "sample", "keys_n_articles": "103"},
+            {"dataset_hops": "1", "riches_method": "dense_reader", "retriever": "bm25",
+             "k": "1", "f1_squad": "0.5"}]
+    header, body = build_table(rows, TABLES["main"])
+    col = {name: i for i, name in enumerate(header)}
+    by_method = {b[col["riches_method"]]: b for b in body}
+    assert by_method["riches"][col["verbatim_rate"]] == "1"
+    assert by_method["dense_reader"][col["verbatim_rate"]] == ""
+    assert by_method["riches"][col["keys_articles"]] == "sample"
+    assert by_method["riches"][col["keys_n_articles"]] == "103"
