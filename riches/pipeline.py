@@ -100,18 +100,15 @@ def build_key_corpus(kc: DictConfig, docs: list[Passage], lm: Any,
     by_title = {p.title: i for i, p in enumerate(docs)}
     pairs = [(f, pos[p.pid]) for p in subset for f, _ in facts.get(p.pid, [])]
     n_rewritten = sum(how == "rewrite" for p in subset for _, how in facts.get(p.pid, []))
-    n_demo = 0
-    for pcfg in prompt_cfgs:  # the hand-written demonstration propositions
-        demo = [(text, by_title[t]) for text, t in example_propositions(pcfg) if t in by_title]
-        pairs += demo
-        n_demo += len(demo)
-    pairs = list(dict.fromkeys(pairs))
+    demo = list(dict.fromkeys((text, by_title[t]) for pcfg in prompt_cfgs  # hand-written
+                              for text, t in example_propositions(pcfg) if t in by_title))
+    pairs = list(dict.fromkeys(pairs + demo))
     log.info("Proposition keys: %d over %d sampled articles (seed %s; LM-derived, %d rewritten, "
              "the rest kept as sentences; mini scale) + the demonstrations' hand-written ones",
              len(pairs), len(subset), kc.get("seed", 0), n_rewritten)
     kcorp = build_keys("proposition", docs, propositions=pairs)
     return kcorp, {**provenance(kcorp, "lm", "sample", int(kc.get("seed", 0))),
-                   "keys_n_sampled": len(subset), "keys_n_demo": n_demo}
+                   "keys_n_sampled": len(subset), "keys_n_demo": len(demo)}
 
 
 def cached_keys(unit: str, docs: list[Passage]) -> KeyCorpus:

@@ -82,7 +82,7 @@ def test_every_key_type_records_its_provenance(tmp_path, monkeypatch) -> None:
     kc = OmegaConf.create({"unit": "proposition", "source": "lm", "articles": "sample",
                            "n_articles": 4, "seed": 1, "generation_max_new_tokens": 8,
                            "min_overlap": 0.7})
-    kcorp, origin = build_key_corpus(kc, docs, FakeLM(), [demo])
+    kcorp, origin = build_key_corpus(kc, docs, FakeLM(), [demo, demo])  # counted once
     sampled = _by_hash(TITLES, 4, 1)
     assert {docs[d].title for d in kcorp.key_doc} == sampled | {"Article 7"}
     assert origin["keys_source"] == "lm" and origin["keys_articles"] == "sample"
