@@ -24,7 +24,7 @@ TABLES: dict[str, list[str]] = {
     "main": ["dataset_hops", "riches_method", "retriever", "k"],
 }
 CONTEXT = ["model", "dataset", "split", "limit", "key_type", "beam_size", "adaptive",
-           "thoughts", "autoais_scorer"]
+           "thoughts", "autoais_scorer", "keys_articles", "keys_n_articles"]
 # Metrics that get a 95% CI over questions, and the ones RICHES is paired against its
 # baselines on (main table).
 CI_METRICS = ["f1_squad", "em_squad", "autoais", "autoais_substitute", "autoais_mean_score",
@@ -147,7 +147,10 @@ def write_table(table: str, results: Path) -> tuple[Path, Path]:
     header, body = build_table(rows, TABLES[table], lambda r: runs / str(r.get("run_id")))
     note = ("AutoAIS column `autoais_substitute` is the offline LLM-judge substitute, not the "
             "TRUE T5-XXL AutoAIS of the paper. verbatim_rate = share of decoded keys found "
-            "verbatim in the corpus. [low, high]: 95% percentile bootstrap CI over the "
+            "verbatim in the corpus (empty for the retrieve-then-read baselines: they decode "
+            "no keys). keys_articles / keys_n_articles: which articles the key index covers "
+            "(all = every corpus article; sample = a seeded random sample chosen without "
+            "looking at any question). [low, high]: 95% percentile bootstrap CI over the "
             f"questions ({DEFAULT_STATS.resamples} resamples, seed {DEFAULT_STATS.seed}; "
             "ragrepro.stats). `RICHES − row`: RICHES minus "
             "the baseline on the same questions, paired bootstrap 95% CI, paired permutation "

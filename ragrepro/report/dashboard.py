@@ -25,7 +25,8 @@ SWEEP_SETTINGS = ("retriever", "rerank", "stride", "retrieval_stride", "query_le
 METRIC_ORDER = ("ppl_word", "ppl_token", "em_squad", "f1_squad", "em_filco_code",
                 "f1_char_filco_code", "accuracy", "has_answer", "autoais", "unigram_precision",
                 "recall_at_k")
-ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s"}
+ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s",
+            "code_version", "code_id", "code_versions_mixed"}
 
 
 def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
@@ -42,6 +43,7 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
     return {"intervals": intervals, "experiment": run.experiment, "run_id": run.run_id, "href": href,
             "finished_at": run.row.get("finished_at"), "wall_s": run.row.get("wall_s"),
             "git_commit": run.metadata.get("git_commit") or run.row.get("git_commit"),
+            "code_version": run.metadata.get("code_version") or run.row.get("code_version"),
             "wandb_mode": run.metadata.get("wandb_mode"),
             "wandb_url": run.metadata.get("wandb_url"),
             "settings": settings, "metrics": metrics, "row": run.row, "config": run.config}

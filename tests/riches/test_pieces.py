@@ -10,8 +10,9 @@ from riches_fakes import ID, WORDS, decode, ids, toy_constraint
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from riches import markers
+from riches.baselines import auto_k
 from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
-from riches.pipeline import analyse_keys, auto_k, evidence_text
+from riches.pipeline import analyse_keys, evidence_text
 from riches.prompts import example_key, load_prompt, parse_answer
 from riches.propositions import build_prompt, choose, parse_rewrite, supported
 from riches.tables import build_table, to_markdown
