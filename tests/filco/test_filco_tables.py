@@ -43,7 +43,7 @@ def test_paper_scale_tables_do_not_say_mini(tmp_path):
     assert "Mini scale" not in text and "Paper scale" in text
     line = next(l for l in text.splitlines() if l.startswith("| flan-t5-xl"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    # character F1 (score_code), not score; CSV rows without run folders carry no CI
+    # character F1 (score_code), not score; no run folders, so no CI
     assert cells[5] == "61.0 (no CI)" and cells[7] == "64.0 (no CI)"
 
 
