@@ -43,7 +43,7 @@ def test_paper_scale_tables_do_not_say_mini(tmp_path):
     assert "Mini scale" not in text and "Paper scale" in text
     line = next(l for l in text.splitlines() if l.startswith("| flan-t5-xl"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    # character F1 (score_code), not score; CSV rows without run folders carry no CI
+    # character F1 (score_code), not score; no run folders, so no CI
     assert cells[5] == "61.0 (no CI)" and cells[7] == "64.0 (no CI)"
 
 
@@ -69,8 +69,7 @@ def _run(root, exp, run_id, setting, scores):
     score = 100 * sum(scores) / len(scores)
     settings = {"generator": "smollm2-135m", "family": "causal", "k": 1,
                 "eval_dataset": "vital-qa", "setting": setting, "n_eval": len(scores)}
-    (d / "metrics.json").write_text(json.dumps({"metrics": {"score": score,
-                                                            "score_code": score},
+    (d / "metrics.json").write_text(json.dumps({"metrics": {"score": score, "score_code": score},
                                                 "settings": settings}))
     return {"run_id": run_id, **{k: str(v) for k, v in settings.items()}, "score": str(score),
             "score_code": str(score)}
