@@ -171,8 +171,15 @@ def rows_of(runs: list[dict[str, Any]], st: StatsSettings = DEFAULT_STATS) -> li
             "stats_block_tokens": st.block_tokens,
             **{k: v for k, v in s.items() if k not in ("model", "rerank")},
             "git_commit": (r.get("metadata") or {}).get("git_commit"),
+            "code_version": _code(r),
             "run_id": r.get("run_id")})
     return rows
+
+
+def _code(r: dict[str, Any]) -> Any:
+    """The code version a run was computed with (commit, +dirty), as the runner records it."""
+    meta = r.get("metadata") or {}
+    return meta.get("code_version") or meta.get("git_commit")
 
 
 def _r(x: float | None) -> float | None:
@@ -283,6 +290,10 @@ def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
     lines.append("Per model: " + "; ".join(sorted({
         f"{r['model']} " + " ".join(f"{k}={r.get(k)}" for k in MODEL_KEYS if k not in extra)
         for r in rows})) + ".")
+    codes = sorted({str(_code(r)) for r in runs})
+    lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
+                  "Code versions differ between rows: " + ", ".join(codes) +
+                  " (see code_version in the summary CSV).")
     zs = sorted({str(r.get("rerank_tokens")) for r in rows if r["rerank"] == "zeroshot"})
     lines.append("Zero-shot rows: s'=" + (", ".join(zs) or "-") + ", scored by the "
                  "evaluated model (scorer_model).")

@@ -121,3 +121,16 @@ def test_headline_refuses_when_the_smaller_model_is_already_better(tmp_path):
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
     text = table1.headline(table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1")))
     assert "Not a meaningful question here" in text and "30.00" in text
+
+
+def test_the_code_version_of_the_rows_is_stated(tmp_path):
+    write_run(tmp_path, "a", "smollm2-135m", "none", 40.0, 1)
+    write_run(tmp_path, "b", "smollm2-135m", "first", 32.0, 2)
+    for run_id, code in (("a", "abc123"), ("b", "def456+dirty")):
+        p = tmp_path / "ralm" / "table1" / run_id / "metrics.json"
+        data = json.loads(p.read_text())
+        p.write_text(json.dumps({**data, "metadata": {"code_version": code}}))
+    runs = table1.finished_runs(tmp_path, "ralm/table1")
+    md = table1.to_markdown(table1.rows_of(runs, ST), runs, "ralm/table1", ST)
+    assert "Code versions differ between rows: abc123, def456+dirty" in md
+    assert {r["code_version"] for r in table1.rows_of(runs, ST)} == {"abc123", "def456+dirty"}
