@@ -111,7 +111,7 @@ OUTPUTS = frozenset({"score", "score_code", "context_precision", "input_tokens",
                      "metric_code", "recall_answer", "recall_title", "precision", "git_commit",
                      "git_dirty", "wall_s", "finished_at", "em_squad", "f1_squad", "accuracy",
                      "em_filco_code", "f1_char_filco_code", "unigram_precision",
-                     "recall_at_k"})
+                     "recall_at_k", "code_version", "code_id", "code_versions_mixed"})
 
 
 def with_run_dirs(rows: Sequence[dict], runs_dir: Path) -> list[dict]:
