@@ -234,7 +234,10 @@ def _gain_cells(r: dict[str, Any]) -> list[str]:
         return [f"– ({r['gain_note']})", "", ""]
     if r["gain_ci_low"] is None:
         return [f"{g:+.1f}% [no CI: {r['gain_note']}]", "", "unknown"]
-    mark = "no (CI includes 0)" if r["gain_includes_zero"] else "**yes**"
+    if r["gain_includes_zero"]:
+        mark = "no (CI includes 0)"
+    else:
+        mark = "**yes**" if r["gain_p"] < 0.05 else "borderline (CI excludes 0, p >= 0.05)"
     return [f"{g:+.1f}% [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]",
             f"{r['gain_p']:.3f}", mark]
 
@@ -265,14 +268,17 @@ def verdict(rows: list[dict[str, Any]]) -> str:
     if not gains:
         return "No gain has an interval yet (no paired no-retrieval run)."
     sure = [r for r in gains if not r["gain_includes_zero"]]
+    shaky = [r for r in sure if r["gain_p"] >= 0.05]
     names = "; ".join(
         f"{r['model']} {' + '.join(x for x in (r['retrieval'], r['reranking']) if x != '-')} "
         f"{r['gain_vs_no_retrieval_pct']:+.1f}% "
         f"({'retrieval helps' if r['gain_vs_no_retrieval_pct'] > 0 else 'retrieval hurts'})"
         for r in sure)
+    caveat = (f" Of these, {len(shaky)} have a permutation p >= 0.05 (few units: read them "
+              f"as borderline)." if shaky else "")
     return (f"**Gains distinguishable from zero (95% CI excludes 0): {len(sure)} of "
-            f"{len(gains)}**{': ' + names if sure else ''}. The others are within the noise "
-            f"of this sample: their sign is not established.")
+            f"{len(gains)}**{': ' + names if sure else ''}.{caveat} The others are within the "
+            f"noise of this sample: their sign is not established.")
 
 
 def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
