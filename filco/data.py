@@ -30,12 +30,12 @@ def task_for(dataset: str, task: str = "auto") -> str:
 
 def default_split(name: str) -> str:
     """The split named in conf/dataset/<name>.yaml (fanout-grounded: dev; most: test)."""
-    from omegaconf import OmegaConf
+    from ragrepro.configcheck import group_options
+    from ragrepro.named_configs import group_config
 
-    from ragrepro.paths import CONF_DIR
-
-    path = CONF_DIR / "dataset" / f"{name}.yaml"
-    return str(OmegaConf.load(path).get("split", "test")) if path.exists() else "test"
+    if name not in group_options("dataset"):
+        return "test"
+    return str(group_config("dataset", name).get("split", "test"))
 
 
 def load_records(spec: Mapping[str, Any]) -> list:

@@ -29,7 +29,7 @@ from ragrepro.data.records import Passage, QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.metrics.qa import em_squad, f1_squad
 from ragrepro.paths import cache_dir
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 
 from . import markers
 from .beam import BeamConfig, BeamStats, HFStepModel, beam_search
