@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report docs lint clean setup-browser
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser
 
 setup: $(STAMP)
 
@@ -41,6 +41,10 @@ bench: setup
 
 report: setup
 	$(VENV)/bin/ragrepro report
+
+# The README screenshot, from the real runs under results/ (refuses demo data); needs Chromium.
+screenshot: setup
+	$(PY) -m scripts.screenshot_report
 
 # Refill the measured-number blocks of README.md and docs/*.md from the generated result files
 # (results/ralm/table1.md, results/bench/README.md, ...); tests/docs checks they match.

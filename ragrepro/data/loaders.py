@@ -25,6 +25,9 @@ from .records import LMDoc, Passage, QARecord
 log = logging.getLogger(__name__)
 
 VITAL_QA_FILE = "vital_qa.jsonl"
+# Version of the embedded vital-qa file; conf/dataset/vital-qa*.yaml record it as `variant`.
+# v2: article-disjoint train/dev/test splits (v1 split by qid and shared gold articles).
+VITAL_QA_VERSION = "embedded-v2"
 VITAL_QA_FIELDS = ("qid", "question", "answers", "gold_titles", "hops", "split")
 SPLITS = ("train", "dev", "test", "all")
 EMBEDDED_LM = "dataset=wiki-vital"
