@@ -129,7 +129,8 @@ def selected(names: list[str], skip: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"subset of {list(BENCHMARKS)}")
     parser.add_argument("--skip", default=os.environ.get("BENCH_SKIP", ""),
                         help="comma list of benchmarks to leave out (env BENCH_SKIP)")
