@@ -95,3 +95,13 @@ def test_scripts_and_benchmarks_import_no_private_names():
     bad = [(f.name, m, n) for f in files for m, names in imported_modules(f) for n in names
            if n.startswith("_") and not n.startswith("__")]
     assert bad == []
+
+
+def test_library_packages_import_no_benchmark_or_script():
+    """Benchmarks and scripts sit above the library: ragrepro, ralm, riches and filco never
+    import them (and hold no module named bench*)."""
+    files = [f for pkg in ("ragrepro", "ralm", "riches", "filco") for f in (ROOT / pkg).rglob("*.py")]
+    bad = [(str(f.relative_to(ROOT)), m) for f in files for m, _ in imported_modules(f)
+           if m.split(".")[0] in ("benchmarks", "scripts")]
+    assert bad == []
+    assert [f.name for f in files if f.stem.startswith("bench")] == []
