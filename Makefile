@@ -37,7 +37,7 @@ reproduce-table1: setup
 	$(PY) -m ralm.table1 ralm/table1
 
 bench: setup
-	$(PY) -m scripts.bench
+	$(PY) -m benchmarks
 
 report: setup
 	$(VENV)/bin/ragrepro report
@@ -52,7 +52,7 @@ docs: setup
 	$(PY) -m scripts.docs
 
 lint: setup
-	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests
+	$(VENV)/bin/ruff check ragrepro ralm riches filco benchmarks scripts tests
 
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:

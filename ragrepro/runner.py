@@ -4,7 +4,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -15,19 +14,11 @@ from .codeversion import announce_reuse, mixed
 from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
 from .paths import results_dir
+from .pipeline import Pipeline, Result
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Result:
-    """What a pipeline returns: aggregate metrics and the settings that change them."""
-
-    metrics: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def seed_everything(seed: int) -> None:
@@ -53,7 +44,7 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
     return out
 
 
-def _resolve_pipeline(cfg: DictConfig):
+def _resolve_pipeline(cfg: DictConfig) -> Pipeline:
     target = OmegaConf.select(cfg, "pipeline._target_")
     if not target:
         raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
