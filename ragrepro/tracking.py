@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
-                           "fault", "hydra", "notes", "tags"})
+                           "fault", "hydra", "notes", "tags", "resources"})
 _SECRET = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 
 
