@@ -63,29 +63,29 @@ def resources_for(cfg: Mapping[str, Any]) -> Resources:
     host memory 1.5x the weights (at least 8 GB).
     """
     req = dict(cfg.get("resources") or {})
-    gpu_mem = float(req.get("gpu_mem_gb") or 80)
-    model = cfg.get("model") or {}
+    timeout = int(720 if _auto(req.get("timeout_min")) else req["timeout_min"])
     on_gpu = cfg.get("scale") == "paper" and str(cfg.get("device", "auto")) != "cpu"
-    gpus = req.get("gpus")
-    weights_gb = None
-    if _auto(gpus) or _auto(req.get("mem_gb")):
+    if not on_gpu:  # mini scale: the embedded CPU models, whatever their size
+        return Resources(gpus=0 if _auto(req.get("gpus")) else int(req["gpus"]),
+                         cpus=1 if _auto(req.get("cpus")) else int(req["cpus"]),
+                         mem_gb=4 if _auto(req.get("mem_gb")) else int(req["mem_gb"]),
+                         timeout_min=timeout)
+    gpus, cpus, mem = req.get("gpus"), req.get("cpus"), req.get("mem_gb")
+    if _auto(gpus) or _auto(mem):
         dtype = str(cfg.get("dtype") or "float32")
         if dtype not in BYTES_PER_PARAM:
             raise ConfigError(f"dtype={dtype!r} has no known size per parameter; use one of "
                               f"{sorted(BYTES_PER_PARAM)} or set resources.gpus and "
                               f"resources.mem_gb.")
-        weights_gb = model_size_b(model) * BYTES_PER_PARAM[dtype]
-    if _auto(gpus):
-        gpus = max(1, math.ceil(weights_gb * GPU_OVERHEAD / gpu_mem)) if on_gpu else 0
-    cpus = req.get("cpus")
+        weights_gb = model_size_b(cfg.get("model") or {}) * BYTES_PER_PARAM[dtype]
+        gpu_mem = float(req.get("gpu_mem_gb") or 80)
+        if _auto(gpus):
+            gpus = max(1, math.ceil(weights_gb * GPU_OVERHEAD / gpu_mem))
+        if _auto(mem):
+            mem = max(8, math.ceil(weights_gb * HOST_OVERHEAD))
     if _auto(cpus):
-        cpus = max(2, 4 * int(gpus)) if on_gpu else 1
-    mem = req.get("mem_gb")
-    if _auto(mem):
-        mem = max(8, math.ceil(weights_gb * HOST_OVERHEAD)) if on_gpu else 4
-    timeout = req.get("timeout_min")
-    return Resources(gpus=int(gpus), cpus=int(cpus), mem_gb=int(mem),
-                     timeout_min=int(720 if _auto(timeout) else timeout))
+        cpus = max(2, 4 * int(gpus))
+    return Resources(gpus=int(gpus), cpus=int(cpus), mem_gb=int(mem), timeout_min=timeout)
 
 
 def group_by_resources(requests: list[Resources]) -> dict[Resources, list[int]]:

@@ -82,3 +82,25 @@ def failed_cells_error(failures: list[tuple[Cell, BaseException]]) -> RuntimeErr
     return RuntimeError(f"{len(failures)} sweep cell(s) failed:\n" + "\n".join(lines) +
                         "\nFinished cells are kept; rerun the same command to run only the "
                         "unfinished ones.")
+
+
+class CellError(RuntimeError):
+    """A cell stopped with an error the user can act on (the message names the fix)."""
+
+
+class RaiseUserErrors:
+    """Wraps the task function for remote cells: the command line turns a user error into
+    `SystemExit(2)` after logging it, which a Slurm/Ray worker would report as a bare exit
+    (or, without `sacct`, never report). Here it becomes an exception that travels back to
+    the launcher with its message."""
+
+    def __init__(self, task_function: Any):
+        self.task_function = task_function
+
+    def __call__(self, cfg: DictConfig) -> Any:
+        try:
+            return self.task_function(cfg)
+        except SystemExit as e:
+            cause = e.__context__  # `raise SystemExit(2) from None` keeps it here
+            detail = f"{type(cause).__name__}: {cause}" if cause is not None else "no message"
+            raise CellError(f"exit code {e.code}: {detail}") from None

@@ -13,7 +13,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import OmegaConf
 
-from ._common import Cell, failed_cells_error, log_plan, plan_cells, skipped_return
+from ._common import Cell, RaiseUserErrors, failed_cells_error, log_plan, plan_cells, skipped_return
 
 try:  # `make setup-cluster`; without it this module defines no launcher (Hydra scans it)
     from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher
@@ -66,6 +66,10 @@ def forwarded_env(environ: dict[str, str]) -> dict[str, str]:
 
 if RayLauncher is not None:
     class RagreproRayLauncher(RayLauncher):
+        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+            super().setup(hydra_context=hydra_context, config=config,
+                          task_function=RaiseUserErrors(task_function))
+
         def launch(self, job_overrides: Sequence[Sequence[str]],
                    initial_job_idx: int) -> Sequence[JobReturn]:
             return launch_cells(self, job_overrides, initial_job_idx)

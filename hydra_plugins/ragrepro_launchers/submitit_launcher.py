@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from ragrepro.cluster import Resources, group_by_resources
 
-from ._common import Cell, failed_cells_error, log_plan, plan_cells, skipped_return
+from ._common import Cell, RaiseUserErrors, failed_cells_error, log_plan, plan_cells, skipped_return
 
 try:  # `make setup-cluster`; without it this module defines no launcher (Hydra scans it)
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -98,11 +98,19 @@ def _collect(cells: list[Cell], jobs: dict[int, Any]) -> list[JobReturn]:
 
 if SlurmLauncher is not None:
     class RagreproSlurmLauncher(SlurmLauncher):
+        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+            super().setup(hydra_context=hydra_context, config=config,
+                          task_function=RaiseUserErrors(task_function))
+
         def launch(self, job_overrides: Sequence[Sequence[str]],
                    initial_job_idx: int) -> Sequence[JobReturn]:
             return launch_cells(self, job_overrides, initial_job_idx)
 
     class RagreproLocalLauncher(LocalLauncher):
+        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+            super().setup(hydra_context=hydra_context, config=config,
+                          task_function=RaiseUserErrors(task_function))
+
         def launch(self, job_overrides: Sequence[Sequence[str]],
                    initial_job_idx: int) -> Sequence[JobReturn]:
             return launch_cells(self, job_overrides, initial_job_idx)
