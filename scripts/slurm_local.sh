@@ -27,7 +27,7 @@ need() {
 
 write_conf() {
   local cpus mem
-  cpus=$(nproc)
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS
   mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
   mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/munge"
   cat > "$CONF" <<EOF
@@ -62,6 +62,8 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
+# keep finished jobs visible to `scontrol` for a day: without accounting it is the only record
+MinJobAge=86400
 MaxArraySize=1001
 NodeName=$NODE NodeHostname=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP

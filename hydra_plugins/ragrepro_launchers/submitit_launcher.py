@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn
+from hydra.core.utils import JobReturn, JobStatus
 from omegaconf import OmegaConf
 
 from ragrepro.cluster import Resources, group_by_resources
@@ -56,7 +56,11 @@ def launch_cells(launcher: Any, job_overrides: Sequence[Sequence[str]],
                  initial_job_idx: int) -> Sequence[JobReturn]:
     import submitit
 
+    from ._slurm_watch import install_if_needed
+
     assert launcher.config is not None and launcher.hydra_context is not None
+    if launcher._EXECUTOR == "slurm" and install_if_needed():
+        log.info("This Slurm keeps no accounting (no sacct): job states come from scontrol.")
     Path(str(launcher.config.hydra.sweep.dir)).mkdir(parents=True, exist_ok=True)
     cells = plan_cells(launcher.hydra_context, launcher.config, job_overrides, initial_job_idx)
     log_plan(cells, f"submitit/{launcher._EXECUTOR}")
@@ -96,21 +100,28 @@ def _collect(cells: list[Cell], jobs: dict[int, Any]) -> list[JobReturn]:
     return returns
 
 
+class _CellMixin:
+    """Runs on the node: a failed cell fails its Slurm job (exit code, FAILED state) instead
+    of returning a failed result inside a job Slurm reports as COMPLETED."""
+
+    def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
+        super().setup(hydra_context=hydra_context, config=config,  # type: ignore[misc]
+                      task_function=RaiseUserErrors(task_function))
+
+    def __call__(self, *args: Any, **kwargs: Any) -> JobReturn:
+        ret = super().__call__(*args, **kwargs)  # type: ignore[misc]
+        if ret.status == JobStatus.FAILED:
+            raise ret._return_value
+        return ret
+
+    def launch(self, job_overrides: Sequence[Sequence[str]],
+               initial_job_idx: int) -> Sequence[JobReturn]:
+        return launch_cells(self, job_overrides, initial_job_idx)
+
+
 if SlurmLauncher is not None:
-    class RagreproSlurmLauncher(SlurmLauncher):
-        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-            super().setup(hydra_context=hydra_context, config=config,
-                          task_function=RaiseUserErrors(task_function))
+    class RagreproSlurmLauncher(_CellMixin, SlurmLauncher):
+        pass
 
-        def launch(self, job_overrides: Sequence[Sequence[str]],
-                   initial_job_idx: int) -> Sequence[JobReturn]:
-            return launch_cells(self, job_overrides, initial_job_idx)
-
-    class RagreproLocalLauncher(LocalLauncher):
-        def setup(self, *, hydra_context: Any, task_function: Any, config: Any) -> None:
-            super().setup(hydra_context=hydra_context, config=config,
-                          task_function=RaiseUserErrors(task_function))
-
-        def launch(self, job_overrides: Sequence[Sequence[str]],
-                   initial_job_idx: int) -> Sequence[JobReturn]:
-            return launch_cells(self, job_overrides, initial_job_idx)
+    class RagreproLocalLauncher(_CellMixin, LocalLauncher):
+        pass
