@@ -64,6 +64,8 @@ def _resolve_pipeline(cfg: DictConfig):
 
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
     """Run the experiment described by cfg; returns its metrics (or the finished ones)."""
+    if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        _enter_rehearsal(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
     experiment = str(cfg.get("name") or "default")
@@ -97,6 +99,17 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         return result.metrics
     finally:
         mirror.finish(failed=failed)
+
+
+def _enter_rehearsal(cfg: DictConfig) -> None:
+    """Stand-ins, fixtures and results/rehearsal/ (docs/rehearsal.md); locations only."""
+    from . import rehearsal
+    from .rehearsal.config import apply
+
+    given = OmegaConf.select(cfg, "rehearsal.fixtures", default=None)
+    root = Path(str(given)) if given else rehearsal.ensure_fixtures()
+    rehearsal.activate(root)
+    apply(cfg, root, results_dir())
 
 
 def _mirror_safely(mirror: WandbMirror, metrics: dict[str, Any], settings: dict[str, Any],

@@ -1,0 +1,48 @@
+"""What `rehearsal=cpu` changes in a composed config: locations only (files, results folder,
+device) and the model's row name. Everything that defines the experiment stays."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+PILE = ("realnews", "arxiv", "stackexchange", "freelaw")
+
+
+def location_overrides(cfg: DictConfig, root: Path) -> dict[str, object]:
+    """Pure: {dotted key: fixture location} for the files this config needs and lacks."""
+    sel = lambda key: OmegaConf.select(cfg, key, default=None)  # noqa: E731
+    out: dict[str, object] = {}
+    if sel("corpus.name") == "wikipedia-dpr" and not sel("corpus.path"):
+        out["corpus.path"] = str(root / "dpr" / "psgs_w100.tsv")
+    if sel("dataset.name") in PILE and not sel("dataset.path"):
+        out["dataset.path"] = str(root / "pile" / f"{sel('dataset.name')}.jsonl")
+    if sel("ralm") is not None and sel("ralm.forbidden_titles") in (None, "auto") \
+            and sel("dataset.name") == "wikitext-103":
+        out["ralm.forbidden_titles"] = str(root / "ralm" / "wikitext103_forbidden_titles.txt")
+    if sel("riches.key.source") == "factoid-wiki" and not sel("riches.key.paths"):
+        out["riches.key.paths"] = [str(root / "riches" / "factoid-wiki.jsonl")]
+    return out
+
+
+def standin_names(cfg: DictConfig) -> dict[str, str]:
+    """Row names that say stand-in: the model, and the retriever encoder when swapped."""
+    from .standins import needs_standin, standin_name
+
+    out = {}
+    for key in ("model", "retriever.encoder"):
+        src, name = (OmegaConf.select(cfg, f"{key}.{f}", default=None) for f in ("source", "name"))
+        if src and name and needs_standin(str(src)):
+            out[f"{key}.name"] = standin_name(str(name))
+    return out
+
+
+def apply(cfg: DictConfig, root: Path, results: Path) -> None:
+    """Point `cfg` at the fixtures and the rehearsal results folder (in place)."""
+    changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
+                                  "device": "cpu"}
+    if not cfg.get("results_dir"):
+        changes["results_dir"] = str(results / "rehearsal")
+    with open_dict(cfg):
+        for key, value in changes.items():
+            OmegaConf.update(cfg, key, value, force_add=True)
