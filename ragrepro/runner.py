@@ -41,7 +41,7 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
     """Settings every row carries; pipelines add their own."""
     out: dict[str, Any] = {"method": cfg.get("method"), "scale": cfg.get("scale"),
                            "seed": cfg.get("seed"), "limit": cfg.get("limit"),
-                           "dtype": cfg.get("dtype")}
+                           "dtype": row_dtype(cfg)}
     if "model" in cfg and cfg.model is not None:
         out["model"] = cfg.model.get("name")
         out["model_revision"] = cfg.model.get("revision")
@@ -49,7 +49,21 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
         out["dataset"] = cfg.dataset.get("name")
         out["dataset_variant"] = cfg.dataset.get("variant")
         out["split"] = cfg.dataset.get("split")
+        from .data.loaders import hub_split_source
+
+        source = hub_split_source(cfg.dataset.get("name"), cfg.dataset.get("split"),
+                                  cfg.dataset.get("path"))
+        if source:
+            out["split_source"] = source
     return out
+
+
+def row_dtype(cfg: DictConfig) -> str | None:
+    """The dtype the model actually loads in (dtype=checkpoint resolved), for every row."""
+    dtype = cfg.get("dtype")
+    if dtype == "checkpoint":
+        return OmegaConf.select(cfg, "model.checkpoint_dtype", default=None) or dtype
+    return dtype
 
 
 def _resolve_pipeline(cfg: DictConfig):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FIXTURES_VERSION = 2
+FIXTURES_VERSION = 3
 PREBUILT = {"wikipedia-dpr": "index/wikipedia-dpr"}
 _ACTIVE: dict[str, Path] = {}
 
@@ -74,13 +74,15 @@ def ensure_fixtures(base: Path | None = None) -> Path:
     """Build the fixture tree once (files, then the Lucene index) and return its root."""
     from ..io import locked
     from ..paths import cache_dir
-    from .fixtures import fixture_articles, write_fixtures
+    from ..paths import CONF_DIR
+    from .fixtures import demo_propositions, fixture_articles, write_fixtures
 
     out = (base or cache_dir()) / f"rehearsal-fixtures-v{FIXTURES_VERSION}"
     with locked(out):
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
-            write_fixtures(out, fixture_articles())
+            demos = demo_propositions(CONF_DIR / "riches" / "prompts")
+            write_fixtures(out, fixture_articles(extra_titles=list(demos)), demos)
             build_fixture_index(out)
             (out / "done").write_text("ok\n")
     return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -146,8 +146,11 @@ def _jsonl(path: Path, rows: Sequence[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def write_fixtures(root: Path, articles: Sequence[Article]) -> None:
-    """Write every fixture file under `root` (see the module doc for the layout)."""
+def write_fixtures(root: Path, articles: Sequence[Article],
+                   demo_props: Mapping[str, Sequence[str]] | None = None) -> None:
+    """Write every fixture file under `root` (see the module doc for the layout).
+    `demo_props` (title -> propositions) joins Factoid-Wiki, so few-shot demonstrations whose
+    keys must be verbatim in the index find them, as a user's prompt must at paper scale."""
     for repo, config, splits, build in HUB:
         for k, split in enumerate(splits):
             part = articles[k * N_ROWS:(k + 1) * N_ROWS + 1]
@@ -171,18 +174,38 @@ def write_fixtures(root: Path, articles: Sequence[Article]) -> None:
     forbidden.parent.mkdir(parents=True, exist_ok=True)
     forbidden.write_text("".join(f'"{t}"\n' for t, _ in articles[N_ROWS:2 * N_ROWS + 1]),
                          encoding="utf-8")
+    demo_props = demo_props or {}
     _jsonl(root / "riches" / "factoid-wiki.jsonl",
-           [{"title": t, "propositions": [s.strip() + "." for s in x.split(". ")[:3] if s.strip()]}
+           [{"title": t, "propositions": [*(s.strip() + "." for s in x.split(". ")[:3]
+                                            if s.strip()), *demo_props.get(t, [])]}
             for t, x in articles])
 
 
-def fixture_articles(n: int = 60) -> list[Article]:
-    """Embedded Wikipedia leads with at least 60 words (a stable, offline source)."""
+def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Article]:
+    """Embedded Wikipedia leads with at least 60 words (a stable, offline source), then the
+    articles named in `extra_titles` (the few-shot demonstrations' sources)."""
     from ..data.vital import load_articles
 
-    out = [(str(a["title"]), str(a["extract"])) for a in load_articles()
-           if len(str(a["extract"]).split()) >= 60]
-    return out[:n]
+    arts = [(str(a["title"]), str(a["extract"])) for a in load_articles()]
+    out = [a for a in arts if len(a[1].split()) >= 60][:n]
+    have = {t for t, _ in out}
+    return out + [a for a in arts if a[0] in set(extra_titles) and a[0] not in have]
+
+
+def demo_propositions(prompt_dir: Path) -> dict[str, list[str]]:
+    """title -> propositions of every demonstration step in the RICHES prompt files."""
+    import yaml
+
+    out: dict[str, list[str]] = {}
+    for path in sorted(prompt_dir.glob("*.yaml")):
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for ex in cfg.get("examples") or []:
+            for step in ex.get("steps") or []:
+                if step.get("title"):
+                    props = out.setdefault(str(step["title"]), [])
+                    if step.get("proposition") and step["proposition"] not in props:
+                        props.append(str(step["proposition"]))
+    return out
 
 
 def load_fixture_rows(path: Path) -> list[dict[str, Any]]:

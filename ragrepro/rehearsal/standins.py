@@ -80,7 +80,7 @@ def standin_name(name: str) -> str:
 def standin_dir(source: str, cache: Path) -> Path:
     """The stand-in's folder (built once): from_pretrained loads it like the real one."""
     spec = standin_spec(source)
-    key = hash_obj({**asdict(spec), "h": HIDDEN, "l": LAYERS, "v": VOCAB, "version": 1})
+    key = hash_obj({**asdict(spec), "h": HIDDEN, "l": LAYERS, "v": VOCAB, "version": 2})
     folder = cache / "standins" / f"{source.replace('/', '--')}-{key}"
     if not (folder / "config.json").exists():
         from .tokenizers import build_tokenizer

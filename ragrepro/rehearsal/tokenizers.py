@@ -38,7 +38,10 @@ def training_texts(n: int = 400) -> list[str]:
     from ..data.vital import load_articles
 
     texts = [str(a["extract"]) for a in load_articles()[:n]]
-    return texts + ["question: context: answer: claim: SUPPORTS REFUTES yes no Title: Q: A:"] * 5
+    # RICHES's markers " <<" / " >>" are single tokens in the real LLaMA and GPT-2
+    # vocabularies; repeating them makes BPE learn them too.
+    return texts + ["question: context: answer: claim: SUPPORTS REFUTES yes no Title: Q: A:",
+                    "Evidence: << a key >> Evidence: << another key >>"] * 20
 
 
 def _core(family: str, vocab: int, specials: list[str]):
