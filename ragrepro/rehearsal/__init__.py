@@ -13,7 +13,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FIXTURES_VERSION = 3
+FIXTURES_VERSION = 4
 PREBUILT = {"wikipedia-dpr": "index/wikipedia-dpr"}
 _ACTIVE: dict[str, Path] = {}
 
@@ -73,8 +73,7 @@ def prebuilt_index(name: str) -> Path | None:
 def ensure_fixtures(base: Path | None = None) -> Path:
     """Build the fixture tree once (files, then the Lucene index) and return its root."""
     from ..io import locked
-    from ..paths import cache_dir
-    from ..paths import CONF_DIR
+    from ..paths import CONF_DIR, cache_dir
     from .fixtures import demo_propositions, fixture_articles, write_fixtures
 
     out = (base or cache_dir()) / f"rehearsal-fixtures-v{FIXTURES_VERSION}"

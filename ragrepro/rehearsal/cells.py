@@ -50,9 +50,10 @@ def write_summary(results: Sequence[CellResult], folder: Path, total_seconds: fl
         for r in results:
             w.writerow([r.experiment, r.cell, r.status, f"{r.seconds:.1f}", r.error])
     ok = sum(r.status == "ok" for r in results)
+    counts = (f"{ok} of {len(results)} cells ok, {len(results) - ok} failed, "
+              f"{total_seconds:.0f} s in all.")
     lines = ["# Rehearsal summary (stand-in models, fixture data: no number here is a result)",
-             "", f"{ok} of {len(results)} cells ok, {len(results) - ok} failed, "
-                 f"{total_seconds:.0f} s in all.", "",
+             "", counts, "",
              "| experiment | cells | ok | failed | seconds |", "|---|---|---|---|---|"]
     by_exp: dict[str, list[CellResult]] = {}
     for r in results:

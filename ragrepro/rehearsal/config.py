@@ -11,7 +11,7 @@ PILE = ("realnews", "arxiv", "stackexchange", "freelaw")
 
 def location_overrides(cfg: DictConfig, root: Path) -> dict[str, object]:
     """Pure: {dotted key: fixture location} for the files this config needs and lacks."""
-    sel = lambda key: OmegaConf.select(cfg, key, default=None)  # noqa: E731
+    sel = lambda key: OmegaConf.select(cfg, key, default=None)
     out: dict[str, object] = {}
     if sel("corpus.name") == "wikipedia-dpr" and not sel("corpus.path"):
         out["corpus.path"] = str(root / "dpr" / "psgs_w100.tsv")

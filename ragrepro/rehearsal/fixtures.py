@@ -17,6 +17,7 @@ from typing import Any
 
 Article = tuple[str, str]  # (title, text)
 N_ROWS = 6                 # rows per split: a rehearsal uses a small `limit`
+N_TRAIN = 30               # train rows (dev is 1 in 10 of them)
 
 
 def words(text: str, n: int) -> str:
@@ -50,7 +51,7 @@ def trivia_qa_row(a: Article, i: int) -> dict:
 
 
 def hotpot_row(pair: Sequence[Article], i: int) -> dict:
-    (t1, x1), (t2, x2) = pair[0], pair[1]
+    t1, t2 = pair[0][0], pair[1][0]
     titles = [a[0] for a in pair]
     sentences = [[s + ". " for s in words(a[1], 40).split(". ")[:3]] for a in pair]
     return {"id": f"5a{i:022x}", "question": f"What links {t1} and {t2}?", "answer": t2,
@@ -80,7 +81,7 @@ def musique_row(pair: Sequence[Article], i: int) -> dict:
                   for j, (t, x) in enumerate(pair)]
     decomposition = [{"id": 1000 + i, "question": f"what is {pair[0][0]}?", "answer": pair[0][0],
                       "paragraph_support_idx": 0},
-                     {"id": 2000 + i, "question": f"#1 relates to what?", "answer": pair[1][0],
+                     {"id": 2000 + i, "question": "#1 relates to what?", "answer": pair[1][0],
                       "paragraph_support_idx": 1}]
     return {"id": f"2hop__{i}_{i + 1}", "paragraphs": paragraphs,
             "question": f"What relates to {pair[0][0]}?", "question_decomposition": decomposition,
@@ -154,6 +155,8 @@ def write_fixtures(root: Path, articles: Sequence[Article],
     for repo, config, splits, build in HUB:
         for k, split in enumerate(splits):
             part = articles[k * N_ROWS:(k + 1) * N_ROWS + 1]
+            if split == "train":  # enough rows for a held-out dev part (1 in 10), disjoint
+                part = articles[3 * N_ROWS + 1:3 * N_ROWS + 1 + N_TRAIN]
             _jsonl(hub_file(root, repo, config, split), build(part))
     passages = dpr_passages(articles)
     tsv = root / "dpr" / "psgs_w100.tsv"
