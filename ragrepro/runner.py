@@ -91,6 +91,10 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
 
         return json.loads((run.final_dir / "metrics.json").read_text())["metrics"]
     pipeline = _resolve_pipeline(cfg)
+    if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        from .plan import check_fits
+
+        check_fits(cfg)  # a cell that cannot fit is refused before any download
     seed_everything(int(cfg.get("seed", 0)))
     run.start(overwrite=bool(cfg.get("overwrite", False)))
     log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)

@@ -1,5 +1,6 @@
-"""What `rehearsal=cpu` changes in a composed config: locations only (files, results folder,
-device) and the model's row name. Everything that defines the experiment stays."""
+"""What `rehearsal=cpu` changes in a composed config: locations (files, results folder,
+device), the model's row name, and the size of training (like `limit` for evaluation).
+Every other setting that defines the experiment stays."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -37,10 +38,29 @@ def standin_names(cfg: DictConfig) -> dict[str, str]:
     return out
 
 
+def training_caps(cfg: DictConfig, steps: int, examples: int,
+                  batch: int = 4) -> dict[str, object]:
+    """Pure: cap training like `limit` caps evaluation (reranker steps/examples, FilCo steps)."""
+    sel = lambda key: OmegaConf.select(cfg, key, default=None)  # noqa: E731
+    out: dict[str, object] = {}
+    if sel("reranker.steps") is not None:
+        out["reranker.steps"] = min(int(sel("reranker.steps")), steps)
+        out["reranker.n_examples"] = min(int(sel("reranker.n_examples")), examples)
+        out["reranker.examples_per_text"] = min(int(sel("reranker.examples_per_text")), examples)
+        out["reranker.batch_size"] = min(int(sel("reranker.batch_size")), batch)
+    if sel("filco.train.common") is not None:
+        given = sel("filco.train.common.max_steps")
+        out["filco.train.common.max_steps"] = min(int(given), steps) if given else steps
+    return out
+
+
 def apply(cfg: DictConfig, root: Path, results: Path) -> None:
     """Point `cfg` at the fixtures and the rehearsal results folder (in place)."""
+    caps = training_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.train_steps", default=2)),
+                         int(OmegaConf.select(cfg, "rehearsal.train_examples", default=32)),
+                         int(OmegaConf.select(cfg, "rehearsal.train_batch_size", default=4)))
     changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
-                                  "device": "cpu"}
+                                  **caps, "device": "cpu"}
     if not cfg.get("results_dir"):
         changes["results_dir"] = str(results / "rehearsal")
     with open_dict(cfg):

@@ -61,6 +61,18 @@ def test_location_overrides_leave_given_files_alone(tmp_path):
                    "riches.key.paths": [str(tmp_path / "riches" / "factoid-wiki.jsonl")]}
 
 
+def test_training_is_capped_like_limit():
+    from ragrepro.rehearsal.config import training_caps
+
+    cfg = _compose("experiment=ralm/paper/table1", "ralm.rerank=predictive")
+    assert training_caps(cfg, 2, 32, 4) == {"reranker.steps": 2, "reranker.n_examples": 32,
+                                            "reranker.examples_per_text": 32,
+                                            "reranker.batch_size": 4}
+    cfg = _compose("experiment=filco/paper/table5")
+    assert training_caps(cfg, 2, 32) == {"filco.train.common.max_steps": 2}
+    assert training_caps(_compose("experiment=ralm/paper/fig4"), 2, 32) == {}
+
+
 def test_summary_csv_and_md(tmp_path):
     rows = [CellResult("ralm/paper/fig4", "model=opt-125m", "ok", 1.25),
             CellResult("ralm/paper/fig4", "model=opt-66b", "failed", 0.5, "ConfigError: x")]
