@@ -103,7 +103,7 @@ def detect_gpus() -> tuple[float | None, int]:
         if torch.cuda.is_available():
             n = torch.cuda.device_count()
             return torch.cuda.get_device_properties(0).total_memory / GB, n
-    except Exception:  # noqa: BLE001 - no usable CUDA means no GPU
+    except Exception:
         log.debug("GPU detection failed", exc_info=True)
     return None, 0
 
@@ -111,7 +111,7 @@ def detect_gpus() -> tuple[float | None, int]:
 def forward_tokens(cfg: DictConfig) -> int:
     """Tokens through the main model: windows x length x candidates (LM), or examples x
     (prompt + generated) (QA); `limit` caps the examples."""
-    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)  # noqa: E731
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     name, limit = sel("dataset.name"), sel("limit")
     if sel("ralm.stride") and sel("dataset.task") == "lm":
         tokens = int(EVAL_SIZE.get(name, 0) * TOKENS_PER_WORD)
@@ -145,7 +145,7 @@ def models_of(cfg: DictConfig) -> list[ModelPlan]:
     encoders, RICHES's TRUE T5 judge."""
     from .runner import row_dtype
 
-    sel = lambda k: OmegaConf.select(cfg, k, default=None)  # noqa: E731
+    sel = lambda k: OmegaConf.select(cfg, k, default=None)
     found = [_model("lm", sel("model.source"), str(row_dtype(cfg)))]
     for key in ("retriever.encoder.source", "retriever.encoder.doc_source"):
         found.append(_model("retriever", sel(key), str(sel("retriever.dtype") or "float32")))
@@ -157,7 +157,7 @@ def models_of(cfg: DictConfig) -> list[ModelPlan]:
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
     """(what, path or name, present) for each local file or index the cell reads."""
-    sel = lambda k: OmegaConf.select(cfg, k, default=None)  # noqa: E731
+    sel = lambda k: OmegaConf.select(cfg, k, default=None)
     out: list[tuple[str, str, bool]] = []
     fb = sel("ralm.forbidden_titles")
     if sel("ralm") is not None and sel("dataset.name") == "wikitext-103":
@@ -187,7 +187,7 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
 
     models = models_of(cfg)
     lm = next((m for m in models if m.role == "lm"), None)
-    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)  # noqa: E731
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     seq = int(sel("ralm.max_length") or sel("filco.max_input_tokens") or 2048)
     batch = int(sel("qa.batch_size") or sel("batch_size") or 1) if sel("ralm") is None else 1
     act = activation_gb(batch, seq, lm.hidden, lm.layers, lm.vocab, lm.dtype) if lm else 0.0
@@ -225,9 +225,9 @@ def render(plans: list[CellPlan], tok_note: str) -> str:
     if files:
         lines += ["", "Files: " + "; ".join(f"{w} {path} ({'ok' if ok else 'MISSING'})"
                                             for w, path, ok in files)]
-    lines += ["", f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
+    lines += ["", (f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
                   f"4 hidden states per layer + float32 logits; {tok_note}; WikiText-103 "
-                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time."]
+                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time.")]
     return "\n".join(lines)
 
 

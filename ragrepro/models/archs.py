@@ -10,30 +10,30 @@ from ..errors import ConfigError
 
 
 def _gpt2(n_embd: int, n_layer: int, n_head: int) -> tuple[str, dict]:
-    return "GPT2Config", dict(n_embd=n_embd, n_layer=n_layer, n_head=n_head, vocab_size=50257,
-                              n_positions=1024)
+    return "GPT2Config", {"n_embd": n_embd, "n_layer": n_layer, "n_head": n_head, "vocab_size": 50257,
+                              "n_positions": 1024}
 
 
 def _opt(h: int, layers: int, heads: int, proj: int | None = None) -> tuple[str, dict]:
-    return "OPTConfig", dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                             ffn_dim=4 * h, vocab_size=50272, max_position_embeddings=2048,
-                             word_embed_proj_dim=proj or h)
+    return "OPTConfig", {"hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+                             "ffn_dim": 4 * h, "vocab_size": 50272, "max_position_embeddings": 2048,
+                             "word_embed_proj_dim": proj or h}
 
 
 def _llama(h: int, layers: int, heads: int, ffn: int, ctx: int = 2048) -> tuple[str, dict]:
-    return "LlamaConfig", dict(hidden_size=h, num_hidden_layers=layers, num_attention_heads=heads,
-                               intermediate_size=ffn, vocab_size=32000,
-                               max_position_embeddings=ctx)
+    return "LlamaConfig", {"hidden_size": h, "num_hidden_layers": layers, "num_attention_heads": heads,
+                               "intermediate_size": ffn, "vocab_size": 32000,
+                               "max_position_embeddings": ctx}
 
 
 def _t5(d: int, ff: int, heads: int) -> tuple[str, dict]:
-    return "T5Config", dict(d_model=d, d_ff=ff, d_kv=64, num_heads=heads, num_layers=24,
-                            vocab_size=32128, feed_forward_proj="gated-gelu",
-                            tie_word_embeddings=False)
+    return "T5Config", {"d_model": d, "d_ff": ff, "d_kv": 64, "num_heads": heads, "num_layers": 24,
+                            "vocab_size": 32128, "feed_forward_proj": "gated-gelu",
+                            "tie_word_embeddings": False}
 
 
-_BERT = ("BertConfig", dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                            intermediate_size=3072, vocab_size=30522))
+_BERT = ("BertConfig", {"hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
+                            "intermediate_size": 3072, "vocab_size": 30522})
 _DPR = ("DPRConfig", dict(_BERT[1]))
 # hub id -> (config class, sizes); the stand-in table (rehearsal) names the model class.
 ARCHS: dict[str, tuple[str, dict]] = {
@@ -43,24 +43,24 @@ ARCHS: dict[str, tuple[str, dict]] = {
     "facebook/opt-1.3b": _opt(2048, 24, 32), "facebook/opt-2.7b": _opt(2560, 32, 32),
     "facebook/opt-6.7b": _opt(4096, 32, 32), "facebook/opt-13b": _opt(5120, 40, 40),
     "facebook/opt-30b": _opt(7168, 48, 56), "facebook/opt-66b": _opt(9216, 64, 72),
-    "EleutherAI/gpt-neo-1.3B": ("GPTNeoConfig", dict(
-        hidden_size=2048, num_layers=24, num_heads=16, vocab_size=50257,
-        attention_types=[[["global", "local"], 12]], max_position_embeddings=2048)),
-    "EleutherAI/gpt-neo-2.7B": ("GPTNeoConfig", dict(
-        hidden_size=2560, num_layers=32, num_heads=20, vocab_size=50257,
-        attention_types=[[["global", "local"], 16]], max_position_embeddings=2048)),
-    "EleutherAI/gpt-j-6b": ("GPTJConfig", dict(n_embd=4096, n_layer=28, n_head=16,
-                                                rotary_dim=64, vocab_size=50400,
-                                                n_positions=2048)),
+    "EleutherAI/gpt-neo-1.3B": ("GPTNeoConfig", {
+        "hidden_size": 2048, "num_layers": 24, "num_heads": 16, "vocab_size": 50257,
+        "attention_types": [[["global", "local"], 12]], "max_position_embeddings": 2048}),
+    "EleutherAI/gpt-neo-2.7B": ("GPTNeoConfig", {
+        "hidden_size": 2560, "num_layers": 32, "num_heads": 20, "vocab_size": 50257,
+        "attention_types": [[["global", "local"], 16]], "max_position_embeddings": 2048}),
+    "EleutherAI/gpt-j-6b": ("GPTJConfig", {"n_embd": 4096, "n_layer": 28, "n_head": 16,
+                                                "rotary_dim": 64, "vocab_size": 50400,
+                                                "n_positions": 2048}),
     "huggyllama/llama-7b": _llama(4096, 32, 32, 11008),
     "huggyllama/llama-13b": _llama(5120, 40, 40, 13824),
     "huggyllama/llama-30b": _llama(6656, 60, 52, 17920),
     "meta-llama/Llama-2-7b-hf": _llama(4096, 32, 32, 11008, 4096),
     "google/flan-t5-xl": _t5(2048, 5120, 32),
     "google/t5_xxl_true_nli_mixture": _t5(4096, 10240, 64),
-    "roberta-base": ("RobertaConfig", dict(hidden_size=768, num_hidden_layers=12,
-                                           num_attention_heads=12, intermediate_size=3072,
-                                           vocab_size=50265, max_position_embeddings=514)),
+    "roberta-base": ("RobertaConfig", {"hidden_size": 768, "num_hidden_layers": 12,
+                                           "num_attention_heads": 12, "intermediate_size": 3072,
+                                           "vocab_size": 50265, "max_position_embeddings": 514}),
     "bert-base-uncased": _BERT, "facebook/contriever": _BERT,
     "facebook/dpr-question_encoder-single-nq-base": _DPR,
     "facebook/dpr-ctx_encoder-single-nq-base": _DPR, "tau/spider": _DPR,

@@ -41,7 +41,7 @@ def standin_names(cfg: DictConfig) -> dict[str, str]:
 def training_caps(cfg: DictConfig, steps: int, examples: int,
                   batch: int = 4) -> dict[str, object]:
     """Pure: cap training like `limit` caps evaluation (reranker steps/examples, FilCo steps)."""
-    sel = lambda key: OmegaConf.select(cfg, key, default=None)  # noqa: E731
+    sel = lambda key: OmegaConf.select(cfg, key, default=None)
     out: dict[str, object] = {}
     if sel("reranker.steps") is not None:
         out["reranker.steps"] = min(int(sel("reranker.steps")), steps)

@@ -52,7 +52,7 @@ def test_plan_table_for_fig4_on_two_80gb_gpus():
     text = plan.plan_text(["experiment=ralm/paper/fig4"], True, gpu_mem=80, gpus=2)
     rows = [r for r in text.splitlines() if r.startswith("| model=")]
     assert len(rows) == 16
-    big = [r for r in rows if "opt-66b" in r][0]
+    big = next(r for r in rows if "opt-66b" in r)
     assert "(65.72B, float16)" in big and "| 2 of 2 | yes |" in big
     assert "forbidden titles auto (MISSING)" in text
 
