@@ -54,13 +54,32 @@ def training_caps(cfg: DictConfig, steps: int, examples: int,
     return out
 
 
+GENERATION_KEYS = ("filco.ctx_max_new_tokens", "filco.gen_max_new_tokens", "qa.max_new_tokens",
+                   "riches.max_new_tokens", "riches.reader_max_new_tokens",
+                   "riches.iterative.max_new_tokens")
+
+
+def generation_caps(cfg: DictConfig, cap: int) -> dict[str, object]:
+    """Pure: at most `cap` new tokens per generation (null = the method's default: capped)."""
+    out: dict[str, object] = {}
+    for key in GENERATION_KEYS:
+        parent, _, leaf = key.rpartition(".")
+        node = OmegaConf.select(cfg, parent, default=None)
+        if node is not None and leaf in node:
+            value = node[leaf]
+            out[key] = cap if value is None else min(int(value), cap)
+    return out
+
+
 def apply(cfg: DictConfig, root: Path, results: Path) -> None:
     """Point `cfg` at the fixtures and the rehearsal results folder (in place)."""
     caps = training_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.train_steps", default=2)),
                          int(OmegaConf.select(cfg, "rehearsal.train_examples", default=32)),
                          int(OmegaConf.select(cfg, "rehearsal.train_batch_size", default=4)))
     changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
-                                  **caps, "device": "cpu"}
+                                  **caps, "device": "cpu",
+                                  **generation_caps(cfg, int(OmegaConf.select(
+                                      cfg, "rehearsal.max_new_tokens", default=16)))}
     if not cfg.get("results_dir"):
         changes["results_dir"] = str(results / "rehearsal")
     with open_dict(cfg):

@@ -73,6 +73,18 @@ def test_training_is_capped_like_limit():
     assert training_caps(_compose("experiment=ralm/paper/fig4"), 2, 32) == {}
 
 
+def test_generation_is_capped():
+    from ragrepro.rehearsal.config import generation_caps
+
+    cfg = _compose("experiment=filco/paper/table5")
+    assert generation_caps(cfg, 16) == {"filco.ctx_max_new_tokens": 16,
+                                        "filco.gen_max_new_tokens": 16}
+    cfg = _compose("experiment=ralm/paper/table4")
+    assert generation_caps(cfg, 16) == {"qa.max_new_tokens": 10}  # already below the cap
+    caps = generation_caps(_compose("experiment=riches/paper/main"), 16)
+    assert caps["riches.max_new_tokens"] == 16 and caps["riches.iterative.max_new_tokens"] == 16
+
+
 def test_summary_csv_and_md(tmp_path):
     rows = [CellResult("ralm/paper/fig4", "model=opt-125m", "ok", 1.25),
             CellResult("ralm/paper/fig4", "model=opt-66b", "failed", 0.5, "ConfigError: x")]
