@@ -57,6 +57,16 @@ def build_tables(root: Path) -> None:
         log.info("Rehearsal table %s -> %s", built.name, built.paths["md"])
 
 
+def write_plan_example(out: Path) -> None:
+    """The preflight of ralm/paper/fig4 on two stated 80 GB GPUs (docs/rehearsal.md links it)."""
+    from ragrepro.plan import plan_text
+
+    text = plan_text(["experiment=ralm/paper/fig4"], True, gpu_mem=80.0, gpus=2)
+    (out / "plan_ralm_paper_fig4.md").write_text(
+        "# `ragrepro plan -m experiment=ralm/paper/fig4 --gpu-mem 80 --gpus 2`\n\n"
+        + text + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="rehearse", description=__doc__)
     ap.add_argument("--only", nargs="*", default=None, help="experiments (default: all paper)")
@@ -80,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # noqa: BLE001 - a table failure is a failed rehearsal too
         results.append(CellResult("tables", "build_all", "failed", 0.0, first_line(e)))
     write_summary(results, out, time.time() - t0)
+    if not args.only:
+        write_plan_example(out)
     failed = sum(r.status != "ok" for r in results)
     log.info("%d of %d cells ok; %s", len(results) - failed, len(results), out / "summary.md")
     return 1 if failed else 0
