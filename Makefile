@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser rehearse plan
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot lint clean setup-browser rehearse plan
 
 setup: $(STAMP)
 
@@ -50,6 +50,10 @@ bench: setup
 
 report: setup
 	$(VENV)/bin/ragrepro report
+
+# The README screenshot, from the real runs under results/ (refuses demo data); needs Chromium.
+screenshot: setup
+	$(PY) -m scripts.screenshot_report
 
 lint: setup
 	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests

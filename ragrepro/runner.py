@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from .codeversion import announce_reuse, mixed
 from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
 from .paths import results_dir
@@ -84,19 +85,23 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     assert isinstance(resolved, dict)
     experiment = str(cfg.get("name") or "default")
     run = Run(experiment, run_id_of(resolved), Path(cfg.get("results_dir") or results_dir()))
+    code = git_state()
     if run.is_finished() and not cfg.get("overwrite", False):
         log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
                  "Results: %s", experiment, run.run_id, run.final_dir)
         import json
 
-        return json.loads((run.final_dir / "metrics.json").read_text())["metrics"]
+        finished = json.loads((run.final_dir / "metrics.json").read_text())
+        announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
+        return finished["metrics"]
     pipeline = _resolve_pipeline(cfg)
     if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         from .plan import check_fits
 
         check_fits(cfg)  # a cell that cannot fit is refused before any download
     seed_everything(int(cfg.get("seed", 0)))
-    run.start(overwrite=bool(cfg.get("overwrite", False)))
+    run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
+              allow_code_change=bool(cfg.get("allow_code_change", False)))
     log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)
     mirror = WandbMirror(dict(resolved.get("wandb") or {}), experiment,
                          str(cfg.get("method") or "run"), run.run_id, run.work_dir)
@@ -106,7 +111,8 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         started = time.time()
         result: Result = pipeline(cfg=cfg, run=run)
         settings = {**base_settings(cfg), **result.settings}
-        metadata = {**git_state(), "packages": package_versions(), "machine": machine(),
+        metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
+                    "packages": package_versions(), "machine": machine(),
                     "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)

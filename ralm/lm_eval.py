@@ -104,7 +104,8 @@ def eval_settings(cfg: DictConfig) -> EvalSettings:
         query_len=int(r.query_len), doc_max_tokens=int(r.doc_max_tokens), k=int(r.k),
         rerank=str(r.rerank), rerank_tokens=int(r.rerank_tokens), seed=int(cfg.seed),
         window_bos=bool(window_bos(cfg)), batch_windows=int(r.get("batch_windows", 16)),
-        batch_size=int(cfg.batch_size))
+        batch_size=int(cfg.batch_size),
+        query_clean_spaces=bool(r.get("query_clean_spaces", True)))
 
 
 def window_bos(cfg: DictConfig) -> bool:
@@ -345,6 +346,7 @@ def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mod
     """Everything that changes the number, for the results row."""
     return {
         "stride": s.stride, "retrieval_stride": s.retrieval_stride, "query_len": s.query_len,
+        "query_clean_spaces": s.query_clean_spaces,
         "max_length": s.max_length, "doc_max_tokens": s.doc_max_tokens,
         "k": s.k if s.rerank != "none" else None, "rerank": s.rerank,
         "rerank_tokens": s.rerank_tokens if s.rerank == "zeroshot" else None,

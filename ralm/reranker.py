@@ -71,6 +71,7 @@ def data_key(cfg: DictConfig, rc: DictConfig, label_model: dict) -> dict[str, An
             "forbidden": r.get("forbidden_titles"),
             "max_length": int(r.max_length), "stride": int(r.stride),
             "query_len": int(r.query_len), "doc_max_tokens": int(r.doc_max_tokens),
+            "query_clean_spaces": bool(r.get("query_clean_spaces", True)),
             "k": int(r.k), "prefix_tokens": prefix_tokens(cfg),
             **{k: rc.get(k) for k in ("train_source", "train_split", "train_texts",
                                       "examples_per_text", "min_prefix", "n_examples", "seed")},
@@ -89,7 +90,7 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
     from ragrepro.retrieval import retriever_from_config
 
     from .lm_eval import _doc_encoder, forbidden_titles, hit_dict
-    from .windows import query_span
+    from .windows import query_span, query_text
 
     rc, r = cfg.reranker, cfg.ralm
     k, s, L = int(r.k), int(r.stride), int(r.max_length)
@@ -103,7 +104,9 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
                                       int(rc.min_prefix)):
             pending.append((doc, toks, b))
     pending = pending[: int(rc.n_examples)]
-    queries = [lm.decode(t[slice(*query_span(b, int(r.query_len)))]) for _, t, b in pending]
+    clean = bool(r.get("query_clean_spaces", True))
+    queries = [query_text(lm.decode(t[slice(*query_span(b, int(r.query_len)))]), clean)
+               for _, t, b in pending]
     # one extra hit, because the text's own article is dropped afterwards
     hits = retriever.search(queries, k + 1, exclude_titles=banned)
     encode_doc = _doc_encoder(lm, int(r.doc_max_tokens), bool(lm.add_bos))

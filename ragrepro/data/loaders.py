@@ -25,6 +25,9 @@ from .records import LMDoc, Passage, QARecord
 log = logging.getLogger(__name__)
 
 VITAL_QA_FILE = "vital_qa.jsonl"
+# Version of the embedded vital-qa file; conf/dataset/vital-qa*.yaml record it as `variant`.
+# v2: article-disjoint train/dev/test splits (v1 split by qid and shared gold articles).
+VITAL_QA_VERSION = "embedded-v2"
 VITAL_QA_FIELDS = ("qid", "question", "answers", "gold_titles", "hops", "split")
 SPLITS = ("train", "train-nodev", "dev", "test", "all")
 EMBEDDED_LM = "dataset=wiki-vital"
@@ -135,7 +138,7 @@ def vital_qa_path() -> Path:
 
 
 def load_vital_qa(split: str = "test", hops: int | None = None) -> list[QARecord]:
-    """The embedded hand-written QA set over wiki-vital leads (see the README, section Datasets)."""
+    """The embedded hand-written QA set over wiki-vital leads (see docs/datasets.md)."""
     _check_split(split)
     out = []
     for r in iter_jsonl(vital_qa_path(), required=VITAL_QA_FIELDS):

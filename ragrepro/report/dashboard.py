@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from .compare import scalar_metrics
+from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
+from .samples import interval_for
 from .tables import BuiltTable, render_html_table
 from .wandb_sync import OfflineRun
 
@@ -23,7 +25,8 @@ SWEEP_SETTINGS = ("retriever", "rerank", "stride", "retrieval_stride", "query_le
 METRIC_ORDER = ("ppl_word", "ppl_token", "em_squad", "f1_squad", "em_filco_code",
                 "f1_char_filco_code", "accuracy", "has_answer", "autoais", "unigram_precision",
                 "recall_at_k")
-ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s"}
+ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s",
+            "code_version", "code_id", "code_versions_mixed"}
 
 
 def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
@@ -32,9 +35,15 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
         href = os.path.relpath(run.dir, index_dir).replace(os.sep, "/") + "/"
     settings = run.settings or {k: v for k, v in run.row.items() if k not in ROW_META}
     metrics = scalar_metrics(run.metrics) if run.metrics else {}
-    return {"experiment": run.experiment, "run_id": run.run_id, "href": href,
+    intervals = {}
+    for name, value in metrics.items():
+        iv = interval_for(run.dir, run.metrics, name) if isinstance(value, float) else None
+        if iv is not None:
+            intervals[name] = [iv.low, iv.high, iv.n]
+    return {"intervals": intervals, "experiment": run.experiment, "run_id": run.run_id, "href": href,
             "finished_at": run.row.get("finished_at"), "wall_s": run.row.get("wall_s"),
             "git_commit": run.metadata.get("git_commit") or run.row.get("git_commit"),
+            "code_version": run.metadata.get("code_version") or run.row.get("code_version"),
             "wandb_mode": run.metadata.get("wandb_mode"),
             "wandb_url": run.metadata.get("wandb_url"),
             "settings": settings, "metrics": metrics, "row": run.row, "config": run.config}
@@ -79,6 +88,8 @@ def runs_table(runs: list[RunRecord], payload: list[dict[str, Any]]) -> str:
     for i, (run, p) in enumerate(zip(runs, payload)):
         link = (f'<a href="{html.escape(p["href"])}">{html.escape(run.run_id)}</a>'
                 if p["href"] else html.escape(run.run_id))
+        if run.metadata.get("demo"):
+            link += " <span class=\"run-demo\">DEMO</span>"
         if p["wandb_url"]:
             wb = f'<a href="{html.escape(p["wandb_url"])}">{html.escape(p["wandb_mode"] or "run")}</a>'
         else:
@@ -110,10 +121,15 @@ def tables_section(tables: list[BuiltTable], index_dir: Path) -> str:
         notes = "".join(f"<p class='note'>{html.escape(x)}</p>" for x in t.lines)
         n_ours = sum(1 for r in t.rows if r.ours is not None)
         is_open = " open" if n_ours else ""
+        detail = (f'<details class="all-rows"><summary>All {len(t.rows)} rows with '
+                  f"differences, gains, settings and comparability notes</summary>"
+                  f'<div class="scroll">'
+                  f"{render_html_table(t.rows, t.show, 'table-' + _slug(t.name))}</div>"
+                  f"</details>")
         parts.append(f'<details class="paper-table" id="sec-{_slug(t.name)}"{is_open}>'
                      f"<summary><b>{html.escape(t.title)}</b> ({n_ours} of {len(t.rows)} "
                      f"rows with our number)</summary><p>{links}</p>{notes}"
-                     f"{render_html_table(t.rows, t.show, 'table-' + _slug(t.name))}</details>")
+                     f"{grid_html(t.rows, 'grid-' + _slug(t.name))}{detail}</details>")
     return "".join(parts) or "<p>No report tables configured (conf/report/tables/).</p>"
 
 
@@ -157,10 +173,13 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
     options = "".join(f'<option value="{html.escape(e)}">{html.escape(e)}</option>'
                       for e in experiments)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    demo = ('<p id="demo-banner" class="demo">DEMO DATA: these runs were written by '
+            "ragrepro/report/demo.py with made-up numbers. They are not results.</p>"
+            if is_demo(runs) else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ragrepro results</title>
 <style>{_CSS}</style></head><body>
-<h1>ragrepro results</h1>
+<h1>ragrepro results{" (DEMO)" if demo else ""}</h1>{demo}
 <p id="summary">{len(runs)} run(s) in {len(experiments)} experiment(s) under
 <code>{html.escape(str(root))}</code>; generated {generated} by <code>ragrepro report</code>.</p>
 <nav><a href="#runs">Runs</a> · <a href="#compare">Compare</a> · <a href="#tables">Paper tables</a>
@@ -176,9 +195,13 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
 <section id="compare"><h2>Compare selected runs</h2>
 <div id="compare-body"><p>Select two or more runs in the table above.</p></div></section>
 <section id="tables"><h2>Paper tables</h2>
-<p class="hint">Ours next to the paper's number for every paper cell ("not run" where we have
-no run yet). Tables with at least one of our numbers are expanded.
-<label><input type="checkbox" id="hide-not-run"> hide rows not run</label></p>
+<p class="hint">Each table in the paper's shape: in every cell our number with its 95%
+confidence interval [low, high] and n (questions, or blocks of perplexity windows), the
+paired relative change versus the baseline row with its CI (≈0: the CI includes zero, the
+change is not distinguishable from noise; ≠0: it is; for perplexity a negative change is an
+improvement), then the paper's number. Runs sharing a paper cell are labelled by the settings
+that differ between them. Paper rows we have not run
+are folded away. Tables with at least one of our numbers are expanded.</p>
 {tables_section(tables, index_dir)}</section>
 <section id="plots"><h2>Plots</h2>{plots_section(plots, index_dir)}</section>
 <section id="wandb"><h2>W&amp;B</h2>{wandb_section(offline, command)}</section>
@@ -206,6 +229,16 @@ figure{display:inline-block;margin:.5em;vertical-align:top;max-width:660px}
 pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
 td.differs{background:#ffe3e3}
 .scroll{overflow-x:auto;max-width:100%}
+table.report td.comment{min-width:28em;max-width:48em;white-space:normal}
+table.grid td{min-width:9em}
+table.grid td[data-status="not run"]{color:#999}
+table.grid th.rowhead{text-align:left;cursor:default}
+.grid .paper{color:#666;font-size:11px}
+.grid .gain{font-size:11px}
+.grid .n{color:#666;font-size:11px}
+.grid .label{color:#335;font-size:11px;margin-right:.3em}
+.demo{background:#fff0c0;border:2px solid #d90;padding:.5em;font-weight:bold}
+.run-demo{color:#b60;font-weight:bold}
 """
 
 _JS = r"""
@@ -320,7 +353,10 @@ _JS = r"""
     picked.forEach(function(r){ Object.keys(r.metrics || {}).forEach(function(k){ if (mKeys.indexOf(k) < 0) mKeys.push(k); }); });
     const mRows = mKeys.map(function(k){
       return '<tr data-key="' + esc(k) + '"><td>' + esc(k) + '</td>' +
-        picked.map(function(r){ return '<td class="num">' + esc(show((r.metrics || {})[k])) + '</td>'; }).join('') + '</tr>';
+        picked.map(function(r){
+          const iv = (r.intervals || {})[k];
+          const ci = iv ? ' [' + show(iv[0]) + ', ' + show(iv[1]) + '] n=' + iv[2] : '';
+          return '<td class="num">' + esc(show((r.metrics || {})[k]) + ci) + '</td>'; }).join('') + '</tr>';
     }).join('');
     const links = picked.map(function(r){
       let s = esc(r.experiment + '/' + r.run_id);
@@ -331,13 +367,8 @@ _JS = r"""
     body.innerHTML = '<ul>' + links + '</ul>' +
       '<h3>Settings that differ (' + diff.length + ')</h3>' +
       (diff.length ? '<table id="compare-settings">' + head + dRows + '</table>' : '<p>None: same settings.</p>') +
-      '<h3>Metrics</h3><table id="compare-metrics">' + head + mRows + '</table>';
+      '<h3>Metrics [95% CI] n</h3><p class="hint">Paired tests between runs: <code>ragrepro compare RUN_A RUN_B</code>.</p><table id="compare-metrics">' + head + mRows + '</table>';
   }
-  document.getElementById('hide-not-run').addEventListener('change', function(e){
-    document.querySelectorAll('table.report tr[data-status="not run"]').forEach(function(tr){
-      tr.style.display = e.target.checked ? 'none' : '';
-    });
-  });
   tbody.addEventListener('change', function(e){
     if (!e.target.classList.contains('sel')) return;
     const i = +e.target.value;
