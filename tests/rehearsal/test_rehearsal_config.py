@@ -166,3 +166,13 @@ def test_rehearsal_rows_go_to_their_own_folder(tmp_path):
     cfg = _compose("experiment=ralm/paper/table4", "rehearsal=cpu")
     apply(cfg, tmp_path, Path("/r"))
     assert cfg.results_dir == "/r/rehearsal" and cfg.model.name == "llama-7b (stand-in)"
+
+
+def test_tables_built_from_rehearsal_rows_say_so(tmp_path):
+    from ragrepro.report.tables import build_all
+
+    (tmp_path / "results").mkdir()
+    built = build_all(tmp_path / "results", names=["ralm/table1"], title_prefix="REHEARSAL: ")
+    assert built and all(b.title.startswith("REHEARSAL: ") for b in built)
+    assert (tmp_path / "results" / "report" / "ralm" / "table1.md").read_text().startswith(
+        "# REHEARSAL: ")
