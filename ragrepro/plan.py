@@ -250,9 +250,11 @@ def check_fits(cfg: DictConfig) -> None:
     need = plan.gpus_needed or 1
     table = render([plan], "time at the default throughput")
     if not plan.fits:
-        raise ConfigError(f"This cell needs about {plan.total_gb:.0f} GB ({need} x "
-                          f"{gpu_gb:.0f} GB {where}) but {n} is available here; run it where "
-                          f"it fits, or choose a smaller model or a lower dtype.\n{table}")
+        have = (f"this machine has no GPU and {gpu_gb:.0f} GB of memory" if where != "GPU"
+                else f"it needs {need} x {gpu_gb:.0f} GB GPUs and {n} are here")
+        raise ConfigError(f"This cell needs about {plan.total_gb:.0f} GB but {have}: run it "
+                          f"where it fits (`ragrepro plan` sizes it), or choose a smaller "
+                          f"model or a lower dtype.\n{table}")
     if need > 1 and not OmegaConf.select(cfg, "model.device_map", default=None):
         raise ConfigError(f"This cell needs {need} GPUs: set model.device_map=auto to spread "
                           f"the model over them (model parallelism).\n{table}")
