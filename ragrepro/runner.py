@@ -34,7 +34,7 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
     """Settings every row carries; pipelines add their own."""
     out: dict[str, Any] = {"method": cfg.get("method"), "scale": cfg.get("scale"),
                            "seed": cfg.get("seed"), "limit": cfg.get("limit"),
-                           "dtype": cfg.get("dtype")}
+                           "dtype": row_dtype(cfg)}
     if "model" in cfg and cfg.model is not None:
         out["model"] = cfg.model.get("name")
         out["model_revision"] = cfg.model.get("revision")
@@ -42,7 +42,21 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
         out["dataset"] = cfg.dataset.get("name")
         out["dataset_variant"] = cfg.dataset.get("variant")
         out["split"] = cfg.dataset.get("split")
+        from .data.loaders import hub_split_source
+
+        source = hub_split_source(cfg.dataset.get("name"), cfg.dataset.get("split"),
+                                  cfg.dataset.get("path"))
+        if source:
+            out["split_source"] = source
     return out
+
+
+def row_dtype(cfg: DictConfig) -> str | None:
+    """The dtype the model actually loads in (dtype=checkpoint resolved), for every row."""
+    dtype = cfg.get("dtype")
+    if dtype == "checkpoint":
+        return OmegaConf.select(cfg, "model.checkpoint_dtype", default=None) or dtype
+    return dtype
 
 
 def _resolve_pipeline(cfg: DictConfig) -> Pipeline:
@@ -75,6 +89,8 @@ def _sweep_dir() -> str | None:
 
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
     """Run the experiment described by cfg; returns its metrics (or the finished ones)."""
+    if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        _enter_rehearsal(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
     run = run_for(resolved)
@@ -89,6 +105,10 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
         return finished["metrics"]
     pipeline = _resolve_pipeline(cfg)
+    if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        from .plan import check_fits
+
+        check_fits(cfg)  # a cell that cannot fit is refused before any download
     seed_everything(int(cfg.get("seed", 0)))
     run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
               allow_code_change=bool(cfg.get("allow_code_change", False)))
@@ -116,6 +136,17 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         return result.metrics
     finally:
         mirror.finish(failed=failed)
+
+
+def _enter_rehearsal(cfg: DictConfig) -> None:
+    """Stand-ins, fixtures and results/rehearsal/ (docs/rehearsal.md); locations only."""
+    from . import rehearsal
+    from .rehearsal.config import apply
+
+    given = OmegaConf.select(cfg, "rehearsal.fixtures", default=None)
+    root = Path(str(given)) if given else rehearsal.ensure_fixtures()
+    rehearsal.activate(root)
+    apply(cfg, root, results_dir())
 
 
 def _mirror_safely(mirror: WandbMirror, metrics: dict[str, Any], settings: dict[str, Any],
