@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster rehearse plan
 
 setup: $(STAMP)
 
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: setup
+test: setup setup-cluster
 	$(PY) -m pytest tests -x --timeout=900
 
 test-fast: setup
@@ -35,6 +35,15 @@ test-fast: setup
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
 	$(PY) -m ralm.table1 ralm/table1
+
+# Every cell of every conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
+# results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.
+rehearse: setup
+	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse
+
+# Preflight of a paper experiment: make plan EXPERIMENT=ralm/paper/fig4 [GPU_MEM=80 GPUS=2]
+plan: setup
+	$(VENV)/bin/ragrepro plan -m experiment=$(EXPERIMENT) $(if $(GPU_MEM),--gpu-mem $(GPU_MEM)) $(if $(GPUS),--gpus $(GPUS))
 
 bench: setup
 	$(PY) -m benchmarks
@@ -57,6 +66,20 @@ lint: setup
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+# Cluster launchers: Ray and Slurm (submitit) Python packages, and Debian's Slurm + munge
+# for the one-node localhost Slurm the launcher tests start (scripts/slurm_local.sh; root).
+# The Debian step is skipped with a message where apt-get cannot run (not root).
+CLUSTER_STAMP := $(VENV)/.cluster-installed
+setup-cluster: setup $(CLUSTER_STAMP)
+	@command -v slurmctld >/dev/null || { [ "$$(id -u)" = 0 ] \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge) \
+	  || echo "setup-cluster: Slurm not installed (needs root and apt-get): the Slurm tests will fail loudly"; }
+
+$(CLUSTER_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,slurm,ray]'
+	$(PY) -m pip install -q --no-deps hydra-ray-launcher==1.2.2
+	touch $(CLUSTER_STAMP)
 
 clean:
 	rm -rf .pytest_cache .ruff_cache outputs multirun wandb

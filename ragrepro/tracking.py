@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
-                           "fault", "hydra", "notes", "tags", "allow_code_change"})
+                           "fault", "hydra", "notes", "tags", "allow_code_change",
+                           "resources"})
 _SECRET = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
 
 

@@ -171,8 +171,15 @@ def rows_of(runs: list[dict[str, Any]], st: StatsSettings = DEFAULT_STATS) -> li
             "stats_block_tokens": st.block_tokens,
             **{k: v for k, v in s.items() if k not in ("model", "rerank")},
             "git_commit": (r.get("metadata") or {}).get("git_commit"),
+            "code_version": _code(r),
             "run_id": r.get("run_id")})
     return rows
+
+
+def _code(r: dict[str, Any]) -> Any:
+    """The code version a run was computed with (commit, +dirty), as the runner records it."""
+    meta = r.get("metadata") or {}
+    return meta.get("code_version") or meta.get("git_commit")
 
 
 def _r(x: float | None) -> float | None:
@@ -227,7 +234,10 @@ def _gain_cells(r: dict[str, Any]) -> list[str]:
         return [f"– ({r['gain_note']})", "", ""]
     if r["gain_ci_low"] is None:
         return [f"{g:+.1f}% [no CI: {r['gain_note']}]", "", "unknown"]
-    mark = "no (CI includes 0)" if r["gain_includes_zero"] else "**yes**"
+    if r["gain_includes_zero"]:
+        mark = "no (CI includes 0)"
+    else:
+        mark = "**yes**" if r["gain_p"] < 0.05 else "borderline (CI excludes 0, p >= 0.05)"
     return [f"{g:+.1f}% [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]",
             f"{r['gain_p']:.3f}", mark]
 
@@ -258,14 +268,17 @@ def verdict(rows: list[dict[str, Any]]) -> str:
     if not gains:
         return "No gain has an interval yet (no paired no-retrieval run)."
     sure = [r for r in gains if not r["gain_includes_zero"]]
+    shaky = [r for r in sure if r["gain_p"] >= 0.05]
     names = "; ".join(
         f"{r['model']} {' + '.join(x for x in (r['retrieval'], r['reranking']) if x != '-')} "
         f"{r['gain_vs_no_retrieval_pct']:+.1f}% "
         f"({'retrieval helps' if r['gain_vs_no_retrieval_pct'] > 0 else 'retrieval hurts'})"
         for r in sure)
+    caveat = (f" Of these, {len(shaky)} have a permutation p >= 0.05 (few units: read them "
+              f"as borderline)." if shaky else "")
     return (f"**Gains distinguishable from zero (95% CI excludes 0): {len(sure)} of "
-            f"{len(gains)}**{': ' + names if sure else ''}. The others are within the noise "
-            f"of this sample: their sign is not established.")
+            f"{len(gains)}**{': ' + names if sure else ''}.{caveat} The others are within the "
+            f"noise of this sample: their sign is not established.")
 
 
 def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
@@ -283,6 +296,10 @@ def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
     lines.append("Per model: " + "; ".join(sorted({
         f"{r['model']} " + " ".join(f"{k}={r.get(k)}" for k in MODEL_KEYS if k not in extra)
         for r in rows})) + ".")
+    codes = sorted({str(_code(r)) for r in runs})
+    lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
+                  "Code versions differ between rows: " + ", ".join(codes) +
+                  " (see code_version in the summary CSV).")
     zs = sorted({str(r.get("rerank_tokens")) for r in rows if r["rerank"] == "zeroshot"})
     lines.append("Zero-shot rows: s'=" + (", ".join(zs) or "-") + ", scored by the "
                  "evaluated model (scorer_model).")
