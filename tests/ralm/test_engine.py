@@ -181,3 +181,28 @@ def test_retriever_source_near_dup_filter_overfetches_and_keeps_k():
     assert nd.settings()["near_dup_removed"] == 1
     plain = RetrieverSource(R(), 2, []).docs(0, [None], ["q"])
     assert [d["id"] for d in plain[0]] == ["0", "1"]
+
+
+class WordLM(FakeLM):
+    """Decodes token i to WORDS[i % len(WORDS)], spaced as a BPE decode leaves them."""
+
+    WORDS = ("Paris", " is", " n't", " here", " .", " It", " 's", " big", " ,", " ok", " ?")
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.WORDS[i % len(self.WORDS)] for i in ids)
+
+
+@pytest.mark.parametrize("clean,expected", [
+    (True, "Paris isn't here. It's big, ok?"),     # official: transformers 4.28 decode default
+    (False, "Paris is n't here . It 's big , ok ?"),
+])
+def test_query_clean_spaces_switch(clean, expected):
+    src = FakeSource()
+    s = settings(query_len=11, query_clean_spaces=clean)
+    stream = [i % 11 for i in range(60)]  # the query ending at token 44 is the whole sentence
+    StreamEval(WordLM(), s, src, encode_doc).run(stream)
+    assert expected in src.queries
+
+
+def test_query_clean_spaces_defaults_to_the_official_behaviour():
+    assert settings().query_clean_spaces is True
