@@ -68,7 +68,7 @@ MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6, "qwen2.5-coder-0.5b":
 # difference between a retrieval row and the no-retrieval row in these is expected.
 RETRIEVAL_ONLY = ("k", "retriever", "corpus", "n_forbidden_titles", "retrieval_file",
                   "forbidden_titles", "near_dup", "near_dup_ngram", "near_dup_threshold",
-                  "near_dup_removed")
+                  "near_dup_removed", "query_clean_spaces")
 RERANK_ONLY = ("rerank_tokens", "scorer_model", "scorer_model_revision", "reranker_model",
                "reranker_encoder", "reranker_label_model")
 MODEL_KEYS = ("model_revision", "add_bos", "window_bos")
