@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report lint clean setup-browser setup-cluster
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster rehearse plan
 
 setup: $(STAMP)
 
@@ -36,14 +36,32 @@ reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
 	$(PY) -m ralm.table1 ralm/table1
 
+# Every cell of every conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
+# results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.
+rehearse: setup
+	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse
+
+# Preflight of a paper experiment: make plan EXPERIMENT=ralm/paper/fig4 [GPU_MEM=80 GPUS=2]
+plan: setup
+	$(VENV)/bin/ragrepro plan -m experiment=$(EXPERIMENT) $(if $(GPU_MEM),--gpu-mem $(GPU_MEM)) $(if $(GPUS),--gpus $(GPUS))
+
 bench: setup
-	$(PY) -m scripts.bench
+	$(PY) -m benchmarks
 
 report: setup
 	$(VENV)/bin/ragrepro report
 
+# The README screenshot, from the real runs under results/ (refuses demo data); needs Chromium.
+screenshot: setup
+	$(PY) -m scripts.screenshot_report
+
+# Refill the measured-number blocks of README.md and docs/*.md from the generated result files
+# (results/ralm/table1.md, results/bench/README.md, ...); tests/docs checks they match.
+docs: setup
+	$(PY) -m scripts.docs
+
 lint: setup
-	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests
+	$(VENV)/bin/ruff check ragrepro ralm riches filco benchmarks scripts tests
 
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:

@@ -28,14 +28,36 @@ def task_for(dataset: str, task: str = "auto") -> str:
     return DATASET_TASKS[dataset]
 
 
-def default_split(name: str) -> str:
-    """The split named in conf/dataset/<name>.yaml (fanout-grounded: dev; most: test)."""
+def dataset_conf(name: str) -> dict[str, Any]:
+    """conf/dataset/<name>.yaml as a dict ({} for a name without a config file)."""
     from omegaconf import OmegaConf
 
-    from ragrepro.paths import CONF_DIR
+    from ragrepro.configcheck import group_options
+    from ragrepro.named_configs import group_config
 
-    path = CONF_DIR / "dataset" / f"{name}.yaml"
-    return str(OmegaConf.load(path).get("split", "test")) if path.exists() else "test"
+    if name not in group_options("dataset"):
+        return {}
+    return dict(OmegaConf.to_container(group_config("dataset", name), resolve=False))  # type: ignore[arg-type]
+
+
+def default_split(name: str) -> str:
+    """The split named in conf/dataset/<name>.yaml (fanout-grounded: dev; most: test)."""
+    return str(dataset_conf(name).get("split") or "test")
+
+
+def dataset_variant(name: str) -> str | None:
+    """The `variant` of conf/dataset/<name>.yaml (vital-qa: the embedded file's version)."""
+    v = dataset_conf(name).get("variant")
+    return None if v is None else str(v)
+
+
+def data_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """The row columns that name an evaluation set: FilCo reads its data from filco.eval_data,
+    not from the `dataset` config group, so these replace the root defaults."""
+    name = str(spec["name"])
+    return {"dataset": name, "dataset_variant": dataset_variant(name),
+            "split": spec.get("split") or default_split(name), "limit": spec.get("limit"),
+            "dataset_path": spec.get("path"), "dataset_hops": spec.get("hops")}
 
 
 def load_records(spec: Mapping[str, Any]) -> list:

@@ -153,6 +153,7 @@ class MeasureSpec:
     threshold: float = 0.5                # lexical: F1; cxmi: ratio (form=ratio) or sigmoid
     cxmi_form: str = "ratio"              # ratio (compared in log space) | sigmoid
     num_sents: int = 1                    # per_passage selection
+    cxmi_output: str = "chosen"           # chosen (M_gen's target o) | first_answer (code)
 
     @classmethod
     def from_mode(cls, name: str, mode: str = "paper", **overrides) -> MeasureSpec:
@@ -170,6 +171,8 @@ class MeasureSpec:
             "select": "best" if paper else "per_passage",
             "threshold": (0.5 if name == "lexical" else 1.0) if paper else 0.0,
             "cxmi_form": "ratio" if paper else "sigmoid",
+            # measure_ctxs.calc_cxmi scores answers[0]; the paper scores the output o
+            "cxmi_output": "chosen" if paper else "first_answer",
         }
         base.update({k: v for k, v in overrides.items() if v is not None})
         spec = cls(**base)
@@ -181,6 +184,9 @@ class MeasureSpec:
             raise ConfigError(
                 f"CXMI ratio threshold {self.threshold} <= 0 keeps every span (ratios are "
                 f"positive). Use a positive ratio (paper footnote: 1.0), or cxmi_form=sigmoid.")
+        if self.cxmi_output not in ("chosen", "first_answer"):
+            raise ConfigError(f"cxmi_output={self.cxmi_output!r}; use 'chosen' or "
+                              f"'first_answer'.")
         if self.select not in ("best", "per_passage"):
             raise ConfigError(f"select={self.select!r}; use 'best' or 'per_passage'.")
 

@@ -18,13 +18,14 @@ from ragrepro.hashing import hash_obj
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.paths import cache_dir
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from . import prompts
 from .cxmi import CxmiScorer
-from .data import default_split, load_examples, task_for
+from .data import data_settings, dataset_variant, default_split, load_examples, task_for
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
+from .official import official_prediction
 from .silver import (
     Example,
     Silver,
@@ -41,6 +42,8 @@ from .train import TrainConfig, trained_lm
 
 log = logging.getLogger(__name__)
 SETTINGS = ("full", "psg", "filco", "silver")
+# the `method` column of each setting: the baselines are named apart from FilCo itself
+METHODS = {"full": "filco-full", "psg": "filco-psg", "filco": "filco", "silver": "filco-silver"}
 
 
 # -- settings ------------------------------------------------------------------------------
@@ -68,6 +71,11 @@ class Ctx:
     k: int
     lm: Any
     split: Any
+
+    @property
+    def ctx_answer_prefix(self) -> str:
+        """get_inputs.py --answer_prefix of the M_ctx data (FEVER's label sentence)."""
+        return str(self.fc.get("ctx_answer_prefix") or "answer")
 
     def cache_file(self, kind: str, key_obj: Any) -> Any:
         path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
@@ -162,7 +170,7 @@ def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
     for e, s in zip(exs, sil):
         if not s.text and c.fc.fallback.ctx_target == "drop":
             continue
-        pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages),
+        pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix),
                       ctx_train_target(s, c.fc.fallback.ctx_target, e.passages)))
     return trained_lm(c.lm, pairs, train_config(c.fc, "ctx", int(c.cfg.seed)), "ctx")
 
@@ -217,7 +225,8 @@ def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[
         return out, info
     if setting == "filco":
         model, info = ctx_filter(c, train, sil_train)
-        sources = [prompts.ctx_prompt(c.task, e.question, e.passages) for e in test]
+        sources = [prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix)
+                   for e in test]
         preds = generate_texts(c, model, sources, int(c.fc.ctx_max_new_tokens), "M_ctx")
         return [eval_context(p, e.passages, rule) for p, e in zip(preds, test)], info
     raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
@@ -226,15 +235,20 @@ def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[
 # -- the pipelines -------------------------------------------------------------------------
 def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]:
     fc = c.fc
-    return {"setting": setting, "family": c.lm.kind, "generator": c.lm.name,
+    eval_spec = OmegaConf.to_container(fc.eval_data, resolve=True)
+    return {**data_settings(eval_spec), "method": METHODS[setting],  # type: ignore[arg-type]
+            "setting": setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
+            "generator": c.lm.name,
             "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
             "measure": c.spec.name, "measure_mode": c.spec.mode,
             "measure_threshold": c.spec.threshold, "splitter": fc.splitter,
             "eval_dataset": fc.eval_data.name,
             "eval_split": fc.eval_data.split or default_split(fc.eval_data.name),
             "eval_limit": fc.eval_data.get("limit"), "train_dataset": fc.train_data.name,
+            "train_dataset_variant": dataset_variant(fc.train_data.name),
             "train_split": fc.train_data.split, "train_limit": fc.train_data.get("limit"),
             "n_train": n_train, "n_eval": n_test, "gen_format": fc.gen_format,
+            "ctx_answer_prefix": c.ctx_answer_prefix, "cxmi_output": c.spec.cxmi_output,
             "test_context": fc.test_context, "fallback_test": fc.fallback.test,
             "fallback_gen_train": fc.fallback.gen_train,
             "fallback_ctx_target": fc.fallback.ctx_target,
@@ -314,24 +328,27 @@ def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example]
     for i, r in enumerate(records):
         if "raw_output" in done.get(r["qid"], {}):
             r.update({k: done[r["qid"]][k] for k in ("raw_output", "prediction", "score",
-                                                      "score_code")})
+                                                      "prediction_code", "score_code")})
         else:
             todo.append(i)
     bs = int(c.fc.gen_batch_size)
     for b in tqdm(range(0, len(todo), bs), desc="M_gen", leave=False):
         idx = todo[b:b + bs]
         ids = [prompt_ids(gen, prompts.gen_prompt(c.task, test[i].question, contexts[i],
-                                                  c.fc.gen_format), int(c.fc.max_input_tokens))
-               for i in idx]
+                                                  c.fc.gen_format, c.ctx_answer_prefix),
+                          int(c.fc.max_input_tokens)) for i in idx]
         outs = gen.generate(ids, max_new_tokens=int(c.fc.gen_max_new_tokens), batch_size=bs)
         for i, out_ids in zip(idx, outs):
             r = records[i]
-            out = gen.decode(out_ids, skip_special_tokens=True).strip()
-            pred = prompts.clean_output(out)
-            # score_code: the official eval.py normalisation / character F1, same prediction
-            r.update(raw_output=out, prediction=pred,
+            raw = gen.decode(out_ids, skip_special_tokens=True)
+            pred = prompts.clean_output(raw.strip())
+            # score_code: the prediction as the official scripts extract it (query.py or
+            # query_llama.py, then eval.py's clean_output) under eval.py's metric
+            pred_code = official_prediction(raw, gen.kind)
+            r.update(raw_output=raw.strip(), prediction=pred,
                      score=get_metric(c.task.metric).fn(pred, r["answers"]),
-                     score_code=get_metric(c.task.metric_code).fn(pred, r["answers"]))
+                     prediction_code=pred_code,
+                     score_code=get_metric(c.task.metric_code).fn(pred_code, r["answers"]))
             run.add_sample({"setting": setting, **r})
 
 
@@ -340,7 +357,11 @@ def _mean(xs: Sequence[float]) -> float:
 
 
 def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[str, Any]:
+    """Means over the evaluated examples. `score`, `score_code`, `context_precision` are x100
+    (filco.tables); the columns named after the metric (em_squad, em_filco_code, ...,
+    unigram_precision) are fractions, the unit of conf/report/metrics.yaml."""
     m = {"context_precision": 100 * _mean([r["context_precision"] for r in records]),
+         "unigram_precision": _mean([r["context_precision"] for r in records]),
          "input_tokens": _mean([r["input_tokens"] for r in records]),
          "context_tokens": _mean([r["context_tokens"] for r in records]),
          "context_empty": _mean([float(r["context_empty"]) for r in records])}
@@ -349,31 +370,7 @@ def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[s
         m["score_code"] = 100 * _mean([r["score_code"] for r in records])
         m["metric"] = task.metric
         m["metric_code"] = task.metric_code
+        # the same numbers under the metric's own name, for the report's paper tables
+        m[task.metric] = _mean([r["score"] for r in records])
+        m[task.metric_code] = _mean([r["score_code"] for r in records])
     return m
-
-
-# -- Table 2: retrieval ---------------------------------------------------------------------
-def run_retrieval(cfg: DictConfig, run: Run) -> Result:
-    """Recall of the top-k passages (answer string in a passage; gold title among them) and
-    unigram precision of the positive passages against the output (Table 2)."""
-    from .silver import answer_in
-
-    c = build_ctx(cfg, load_model=False)
-    test = load_data(c, "eval_data")
-    recs = []
-    for e in test:
-        pos = [p for p in e.passages if answer_in(p, e.answers)]
-        rec = {"qid": e.qid, "recall_answer": float(bool(pos)),
-               "recall_title": float(any(t in set(e.gold_titles) for t in e.titles)),
-               "titles": list(e.titles)}
-        if pos:
-            rec["precision"] = max(unigram_precision(_join(pos), a) for a in e.answers)
-        recs.append(rec)
-        run.add_sample(rec)
-    metrics = {"recall_answer": 100 * _mean([r["recall_answer"] for r in recs]),
-               "recall_title": 100 * _mean([r["recall_title"] for r in recs]),
-               "precision": 100 * _mean([r["precision"] for r in recs if "precision" in r])}
-    settings = {"k": c.k, "task": c.task.name, "eval_dataset": c.fc.eval_data.name,
-                "eval_split": c.fc.eval_data.split or default_split(c.fc.eval_data.name), "eval_limit": c.fc.eval_data.get("limit"),
-                "retriever": cfg.retriever.get("name"), "n_eval": len(test)}
-    return Result(metrics=metrics, settings=settings)

@@ -52,6 +52,13 @@ def choose_output(answers: Sequence[str], passages: Sequence[str]) -> str:
     return answers[0] if answers else ""
 
 
+def cxmi_output(spec: MeasureSpec, ex: Example) -> str:
+    """The output CXMI scores: M_gen's target (paper) or answers[0] (measure_ctxs.calc_cxmi)."""
+    if spec.cxmi_output == "first_answer":
+        return ex.answers[0] if ex.answers else ""
+    return choose_output(ex.answers, ex.passages)
+
+
 def silver_from_spans(spans: Sequence[Span]) -> Silver:
     return Silver(text=join_spans(spans), spans=[(s.passage, s.index) for s in spans],
                   passages=sorted({s.passage for s in spans}))
@@ -71,8 +78,8 @@ def silver_contexts(examples: Sequence[Example], spec: MeasureSpec,
                 from ragrepro.errors import ConfigError
 
                 raise ConfigError("The CXMI measure needs a scoring model (filco.cxmi.scorer).")
-            items = [CxmiItem(ex.question, choose_output(ex.answers, ex.passages),
-                              tuple(s.text for s in sp)) for ex, sp in zip(part, spans)]
+            items = [CxmiItem(ex.question, cxmi_output(spec, ex), tuple(s.text for s in sp))
+                     for ex, sp in zip(part, spans)]
             ratios = list(scorer.log_ratios(items))
         for ex, sp, lr in zip(part, spans, ratios):
             chosen = select_spans(spec, sp, task=ex.task, query=ex.question,

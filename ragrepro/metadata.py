@@ -1,9 +1,11 @@
 """What a result needs to be trusted later: code version, library versions, machine."""
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import platform
 import subprocess
+from functools import lru_cache
 
 from .paths import REPO_ROOT
 
@@ -11,17 +13,50 @@ _PACKAGES = ("torch", "transformers", "tokenizers", "pyserini", "faiss-cpu", "hy
              "numpy", "datasets", "wandb", "pydivsufsort", "gguf", "ragrepro")
 
 
-def git_state() -> dict[str, object]:
-    def run(*args: str) -> str:
-        try:
-            return subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                                  timeout=10, check=False).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
+# What computes a number: a commit that only touches docs or tests leaves the code id alone.
+CODE_PATHS = ("ragrepro", "ralm", "riches", "filco", "conf", "scripts", "pyproject.toml")
 
-    commit = run("rev-parse", "HEAD")
-    dirty = bool(run("status", "--porcelain", "--untracked-files=no"))
-    return {"git_commit": commit or None, "git_dirty": dirty}
+
+def _git(*args: str) -> tuple[int, str]:
+    try:
+        out = subprocess.run(["git", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                             errors="replace", timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return 1, ""
+    return out.returncode, out.stdout
+
+
+@lru_cache(maxsize=1)
+def git_state() -> dict[str, object]:
+    """The code version this process runs (computed once: it is the code that was imported).
+
+    git_commit / git_dirty: HEAD and whether tracked files differ from it. code_id: hash of
+    the code paths' trees at HEAD plus their uncommitted diff; two runs with the same
+    code_id ran the same code. code_version: the readable form, `git:<commit>[+dirty:<diff
+    hash>]`, or `package:ragrepro==<version>` outside a git checkout (no dirty flag)."""
+    rc, head = _git("rev-parse", "HEAD")
+    if rc != 0 or not head.strip():
+        return package_code_version()
+    commit = head.strip()
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no")[1].strip())
+    trees = _git("ls-tree", "HEAD", "--", *CODE_PATHS)[1]
+    diff = _git("diff", "HEAD", "--", *CODE_PATHS)[1]
+    version = f"git:{commit[:12]}" + (f"+dirty:{_sha(diff)[:8]}" if diff else "")
+    return {"git_commit": commit, "git_dirty": dirty, "code_version": version,
+            "code_id": _sha(trees + "\0" + diff)[:16]}
+
+
+def package_code_version() -> dict[str, object]:
+    try:
+        version = importlib.metadata.version("ragrepro")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    name = f"package:ragrepro=={version}"
+    return {"git_commit": None, "git_dirty": None, "code_version": name, "code_id": name}
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def package_versions() -> dict[str, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from . import faults
+from .codeversion import check_resume
 from .hashing import hash_obj
 from .io import (
     append_line,
@@ -36,8 +37,11 @@ log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
-                           "fault", "hydra", "notes", "tags", "resources"})
-_SECRET = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+                           "fault", "hydra", "notes", "tags", "allow_code_change",
+                           "resources"})
+# Credential-like key names only: a bare "token" substring would also hide settings such as
+# doc_max_tokens or rerank_tokens, and configs could no longer be compared.
+_SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)
 
 
 def scrub_secrets(obj: Any) -> Any:
@@ -63,6 +67,7 @@ class Run:
     run_id: str
     root: Path
     timings: dict[str, float] = field(default_factory=dict)
+    code_versions: list[dict[str, Any]] = field(default_factory=list)
     _row: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -84,11 +89,16 @@ class Run:
     def is_finished(self) -> bool:
         return (self.final_dir / "metrics.json").exists()
 
-    def start(self, overwrite: bool = False) -> None:
+    def start(self, overwrite: bool = False, code: dict[str, Any] | None = None,
+              allow_code_change: bool = False) -> None:
+        """Create (or reopen) the working folder. With `code` (this process's version, see
+        ragrepro.codeversion), records left by other code are refused unless allowed."""
         if overwrite and self.final_dir.exists():
             shutil.rmtree(self.final_dir)
         if overwrite and self.work_dir.exists():
             shutil.rmtree(self.work_dir)
+        if code is not None:
+            self.code_versions = check_resume(self.work_dir, code, allow_code_change)
         self.work_dir.mkdir(parents=True, exist_ok=True)
 
     def path(self, name: str) -> Path:
@@ -155,6 +165,10 @@ def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
     row.update({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))})
     row["git_commit"] = metadata.get("git_commit")
     row["git_dirty"] = metadata.get("git_dirty")
+    row["code_version"] = metadata.get("code_version")
+    row["code_id"] = metadata.get("code_id")
+    if metadata.get("code_versions_mixed"):
+        row["code_versions_mixed"] = metadata["code_versions_mixed"]
     row["wall_s"] = round(sum(run.timings.values()), 3)
     return row
 

@@ -17,7 +17,15 @@ import numpy as np
 from ragrepro.errors import ConfigError, NumericsError
 
 from . import rerank as rr
-from .windows import Window, make_windows, place_doc, query_span, rerank_input, retrieval_plan
+from .windows import (
+    Window,
+    make_windows,
+    place_doc,
+    query_span,
+    query_text,
+    rerank_input,
+    retrieval_plan,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +44,7 @@ class EvalSettings:
     window_bos: bool = False
     batch_windows: int = 16
     batch_size: int = 8
+    query_clean_spaces: bool = True  # official: decode's 4.28 default cleaned up spaces
 
     def validate(self) -> None:
         rr.check_strategy(self.rerank)
@@ -142,7 +151,7 @@ class StreamEval:
 
     def query_of(self, stream: Sequence[int], window: Window) -> str:
         a, b = query_span(window.target_start, self.settings.query_len)
-        return self.lm.decode(stream[a:b])
+        return query_text(self.lm.decode(stream[a:b]), self.settings.query_clean_spaces)
 
     # -- retrieval and reranking ------------------------------------------------------------
     def _restore(self, rec: dict) -> Choice:

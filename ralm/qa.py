@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ragrepro.data.records import QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.metrics import get_metric
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from .prompts import normalize_question, qa_prompt
@@ -178,7 +178,7 @@ def answer_batch(lm: Any, records: Sequence[QARecord], docs: Sequence[Sequence[t
     prompts, inputs, truncated = [], [], []
     for r, d in zip(records, docs):
         q = normalize_question(r.question) if qa["normalize_question"] else r.question
-        prompt = qa_prompt(q, [(t, x) for _, t, x in d])
+        prompt = qa_prompt(q, [(t, x) for _, t, x in d], num_docs=int(qa["num_docs"]))
         ids, cut = left_truncate(encode_prompt(lm, prompt, qa["prompt_bos"]), budget)
         prompts.append(prompt)
         inputs.append(ids)

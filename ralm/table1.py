@@ -1,10 +1,12 @@
 """Build In-Context RALM Table 1 from finished runs: `python -m ralm.table1`.
 
-Reads every finished run of the experiment (results/<name>/<run-id>/metrics.json), keeps the
-newest run per (model, rerank) cell, and writes results/<name>_summary.csv and
-results/<name>.md: our word-level perplexities, each row's relative gain over the same
-model without retrieval, the paper's GPT-2 numbers beside them, and the headline question
-answered from our numbers. (results/<name>.csv stays the runner's one-row-per-run file.)
+Reads every finished run of the experiment (results/<name>/<run-id>/metrics.json), one row
+per run: runs that differ in any recorded setting are different rows, and the settings that
+tell rows of one (model, rerank) apart are shown as columns; two runs with identical settings
+are refused. Writes results/<name>_summary.csv and results/<name>.md: our word-level
+perplexities with 95% bootstrap CIs (ragrepro.stats), each row's relative gain over the
+no-retrieval run with the same settings, with its paired CI and p-value, the paper's GPT-2
+numbers beside them, and the headline question answered from our numbers. (results/<name>.csv stays the runner's one-row-per-run file.)
 """
 from __future__ import annotations
 
@@ -13,13 +15,23 @@ import csv
 import io
 import json
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
 from ragrepro.errors import DataError
 from ragrepro.io import atomic_write_text
 from ragrepro.paths import results_dir
+from ragrepro.report.keyed import (
+    KeyedRun,
+    constant,
+    distinguishing,
+    refuse_indistinguishable,
+    varying,
+)
 from ragrepro.report.paper import lookup
+from ragrepro.report.samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
+from ragrepro.stats import Interval
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +60,13 @@ def paper_wt103(model: str, rerank: str) -> float:
 
 # Parameter counts, to order our models small -> large.
 MODEL_SIZE = {"smollm2-135m": 135e6, "gemma3-270m": 268e6}
-SETTING_KEYS = ("model_revision", "dataset", "dataset_variant", "split", "limit", "max_length",
-                "stride", "retrieval_stride", "query_len", "doc_max_tokens", "k",
-                "rerank_tokens", "scorer_model", "word_count", "stream", "add_bos",
-                "window_bos", "retriever", "dtype", "seed")
+# Settings that only exist for retrieval rows, only for one reranker, or per model: a
+# difference between a retrieval row and the no-retrieval row in these is expected.
+RETRIEVAL_ONLY = ("k", "retriever", "corpus", "n_forbidden_titles", "retrieval_file",
+                  "forbidden_titles")
+RERANK_ONLY = ("rerank_tokens", "scorer_model", "scorer_model_revision", "reranker_model",
+               "reranker_encoder", "reranker_label_model")
+MODEL_KEYS = ("model_revision", "add_bos", "window_bos")
 
 
 def finished_runs(root: Path, name: str) -> list[dict[str, Any]]:
@@ -62,42 +77,113 @@ def finished_runs(root: Path, name: str) -> list[dict[str, Any]]:
         m = json.loads(p.read_text())
         m["_mtime"] = p.stat().st_mtime
         m["_dir"] = str(p.parent)
+        cfg = p.parent / "config.json"
+        m["_config"] = json.loads(cfg.read_text()) if cfg.exists() else {}
         runs.append(m)
     return runs
 
 
+def _keyed(r: dict[str, Any]) -> KeyedRun:
+    return KeyedRun(str(r.get("run_id")), dict(r.get("settings") or {}), r.get("_config") or {})
+
+
+def _cell(r: dict[str, Any] | KeyedRun) -> tuple[Any, Any]:
+    s = r.settings if isinstance(r, KeyedRun) else r["settings"]
+    return (s.get("model"), s.get("rerank"))
+
+
 def pick_cells(runs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Newest run per (model, rerank)."""
+    """(model, rerank) -> run, when every such cell has exactly one run (the headline's
+    input); raises when two runs record identical settings."""
+    refuse_indistinguishable([_keyed(r) for r in runs], "ralm table1")
     cells: dict[tuple[str, str], dict[str, Any]] = {}
-    for r in sorted(runs, key=lambda r: r["_mtime"]):
-        st = r["settings"]
-        cells[(st.get("model"), st.get("rerank"))] = r
+    for r in runs:
+        cells.setdefault(_cell(r), r)
     return cells
 
 
-def rows_of(cells: dict[tuple[str, str], dict[str, Any]]) -> list[dict[str, Any]]:
-    models = sorted({m for m, _ in cells}, key=lambda m: (MODEL_SIZE.get(m, 1e18), m))
+def baseline_of(run: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The no-retrieval run of the same model with the same settings (apart from the
+    retrieval- and reranker-only ones)."""
+    skip = {"rerank", *RETRIEVAL_ONLY, *RERANK_ONLY}
+    for other in runs:
+        if other["settings"].get("rerank") != "none" or other is run:
+            continue
+        pair = [run["settings"], other["settings"]]
+        if not [k for k in varying(pair) if k not in skip]:
+            return other
+    return None
+
+
+def _ci(iv: Interval | None) -> dict[str, Any]:
+    return {"low": iv.low, "high": iv.high, "n": iv.n} if iv else {"low": None, "high": None,
+                                                                  "n": None}
+
+
+def _gain(r: dict[str, Any], base: dict[str, Any] | None, st: StatsSettings) -> dict[str, Any]:
+    """Relative gain (base - ppl) / base in %, its paired CI and permutation p-value."""
+    out: dict[str, Any] = {"gain_vs_no_retrieval_pct": None, "gain_ci_low": None,
+                           "gain_ci_high": None, "gain_p": None, "gain_includes_zero": None,
+                           "baseline_run_id": base.get("run_id") if base else None,
+                           "gain_note": "" if base else "no no-retrieval run with these settings"}
+    if base is None or r["settings"].get("rerank") == "none":
+        out["gain_note"] = "" if r["settings"].get("rerank") == "none" else out["gain_note"]
+        return out
+    bp, pp = base["metrics"]["ppl_word"], r["metrics"]["ppl_word"]
+    out["gain_vs_no_retrieval_pct"] = round(100 * (bp - pp) / bp, 1)
+    test, why = paired_for(Path(r["_dir"]), r["metrics"], Path(base["_dir"]), base["metrics"],
+                           "ppl_word", "rel", st)
+    if test is None:
+        out["gain_note"] = why
+        return out
+    # rel = (ppl - base) / base; the gain is its negative
+    out.update(gain_ci_low=round(-100 * test.high, 1), gain_ci_high=round(-100 * test.low, 1),
+               gain_p=round(test.p_value, 4), gain_includes_zero=test.includes_zero)
+    return out
+
+
+def rows_of(runs: list[dict[str, Any]], st: StatsSettings = DEFAULT_STATS) -> list[dict[str, Any]]:
+    """One row per run (runs differing in any setting are different rows), ordered by model
+    size then ROW_ORDER, with 95% CIs and the paired gain over the matching no-retrieval run."""
+    refuse_indistinguishable([_keyed(r) for r in runs], "ralm table1")
+    order = {rk: i for i, rk in enumerate(ROW_ORDER)}
+    runs = sorted(runs, key=lambda r: (MODEL_SIZE.get(r["settings"].get("model"), 1e18),
+                                       str(r["settings"].get("model")),
+                                       order.get(r["settings"].get("rerank"), 99),
+                                       str(r["settings"].get("rerank")), r["_mtime"]))
     rows = []
-    for m in models:
-        base = cells.get((m, "none"))
-        base_ppl = base["metrics"]["ppl_word"] if base else None
-        reranks = [x for x in ROW_ORDER if (m, x) in cells] + sorted(
-            x for mm, x in cells if mm == m and x not in ROW_ORDER)
-        for rk in reranks:
-            r = cells[(m, rk)]
-            ppl = r["metrics"]["ppl_word"]
-            ret, rr = ROW_LABEL.get(rk, ("BM25", rk))
-            if rk != "none":
-                ret = r["settings"].get("retriever") or ret
-            rows.append({
-                "model": m, "retrieval": ret, "reranking": rr, "rerank": rk,
-                "ppl_word": round(ppl, 3), "ppl_token": round(r["metrics"]["ppl_token"], 3),
-                "gain_vs_no_retrieval_pct": (round(100 * (base_ppl - ppl) / base_ppl, 1)
-                                             if base_ppl and rk != "none" else None),
-                "n_words": r["metrics"].get("n_words"), "n_tokens": r["metrics"].get("n_tokens"),
-                **{k: r["settings"].get(k) for k in SETTING_KEYS},
-                "run_id": r.get("run_id")})
+    for r in runs:
+        s, m, rk = r["settings"], r["metrics"], r["settings"].get("rerank")
+        ret, rr = ROW_LABEL.get(rk, ("BM25", rk))
+        if rk != "none":
+            ret = s.get("retriever") or ret
+        word = interval_for(Path(r["_dir"]), m, "ppl_word", st)
+        tok = interval_for(Path(r["_dir"]), m, "ppl_token", st)
+        rows.append({
+            "model": s.get("model"), "retrieval": ret, "reranking": rr, "rerank": rk,
+            "ppl_word": round(m["ppl_word"], 3), "ppl_word_ci_low": _r(_ci(word)["low"]),
+            "ppl_word_ci_high": _r(_ci(word)["high"]),
+            "ppl_token": round(m["ppl_token"], 3), "ppl_token_ci_low": _r(_ci(tok)["low"]),
+            "ppl_token_ci_high": _r(_ci(tok)["high"]), "n_blocks": _ci(word)["n"],
+            **_gain(r, baseline_of(r, runs), st),
+            "n_words": m.get("n_words"), "n_tokens": m.get("n_tokens"),
+            "stats_resamples": st.resamples, "stats_seed": st.seed,
+            "stats_block_tokens": st.block_tokens,
+            **{k: v for k, v in s.items() if k not in ("model", "rerank")},
+            "git_commit": (r.get("metadata") or {}).get("git_commit"),
+            "code_version": _code(r),
+            "run_id": r.get("run_id")})
     return rows
+
+
+def _code(r: dict[str, Any]) -> Any:
+    """The code version a run was computed with (commit, +dirty), as the runner records it."""
+    meta = r.get("metadata") or {}
+    return meta.get("code_version") or meta.get("git_commit")
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
 
 
 def headline(cells: dict[tuple[str, str], dict[str, Any]]) -> str:
@@ -134,27 +220,113 @@ def headline(cells: dict[tuple[str, str], dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def to_markdown(rows: list[dict[str, Any]], cells: dict, name: str) -> str:
-    out = [f"# In-Context RALM Table 1 (mini scale): `{name}`", "",
-           ("Word-level perplexity (lower is better); gain = relative reduction versus the same "
-            "model without retrieval. Settings of every row are in the summary CSV."), "",
-           "| Model | Retrieval | Reranking | PPL (word) | PPL (token) | Gain vs none |",
-           "|---|---|---|---|---|---|"]
+def _iv(v: Any, lo: Any, hi: Any, nd: int = 2) -> str:
+    if lo is None or hi is None:
+        return f"{v:.{nd}f} [no CI]"
+    return f"{v:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
+
+
+def _gain_cells(r: dict[str, Any]) -> list[str]:
+    g = r["gain_vs_no_retrieval_pct"]
+    if r["rerank"] == "none":
+        return ["(baseline)", "", ""]
+    if g is None:
+        return [f"– ({r['gain_note']})", "", ""]
+    if r["gain_ci_low"] is None:
+        return [f"{g:+.1f}% [no CI: {r['gain_note']}]", "", "unknown"]
+    if r["gain_includes_zero"]:
+        mark = "no (CI includes 0)"
+    else:
+        mark = "**yes**" if r["gain_p"] < 0.05 else "borderline (CI excludes 0, p >= 0.05)"
+    return [f"{g:+.1f}% [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]",
+            f"{r['gain_p']:.3f}", mark]
+
+
+def _fmt_setting(v: Any) -> str:
+    return "–" if v is None else str(v)
+
+
+def _table_lines(rows: list[dict[str, Any]], extra: list[str]) -> list[str]:
+    head = ["Model", "Retrieval", "Reranking", *extra, "n (blocks; tokens)",
+            "PPL (word) [95% CI]", "PPL (token) [95% CI]", "Gain vs none [95% CI]", "p",
+            "Gain distinguishable from 0"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        g = "" if r["gain_vs_no_retrieval_pct"] is None else f"{r['gain_vs_no_retrieval_pct']}%"
-        out.append(f"| {r['model']} | {r['retrieval']} | {r['reranking']} | {r['ppl_word']:.2f} "
-                   f"| {r['ppl_token']:.2f} | {g} |")
+        out.append("| " + " | ".join([
+            str(r["model"]), str(r["retrieval"]), str(r["reranking"]),
+            *[_fmt_setting(r.get(k)) for k in extra],
+            f"{r['n_blocks'] if r['n_blocks'] is not None else '–'}; {r['n_tokens']}",
+            _iv(r["ppl_word"], r["ppl_word_ci_low"], r["ppl_word_ci_high"]),
+            _iv(r["ppl_token"], r["ppl_token_ci_low"], r["ppl_token_ci_high"]),
+            *_gain_cells(r)]) + " |")
+    return out
+
+
+def verdict(rows: list[dict[str, Any]]) -> str:
+    """Which gains are distinguishable from zero (their 95% CI excludes 0)."""
+    gains = [r for r in rows if r["rerank"] != "none" and r["gain_includes_zero"] is not None]
+    if not gains:
+        return "No gain has an interval yet (no paired no-retrieval run)."
+    sure = [r for r in gains if not r["gain_includes_zero"]]
+    shaky = [r for r in sure if r["gain_p"] >= 0.05]
+    names = "; ".join(
+        f"{r['model']} {' + '.join(x for x in (r['retrieval'], r['reranking']) if x != '-')} "
+        f"{r['gain_vs_no_retrieval_pct']:+.1f}% "
+        f"({'retrieval helps' if r['gain_vs_no_retrieval_pct'] > 0 else 'retrieval hurts'})"
+        for r in sure)
+    caveat = (f" Of these, {len(shaky)} have a permutation p >= 0.05 (few units: read them "
+              f"as borderline)." if shaky else "")
+    return (f"**Gains distinguishable from zero (95% CI excludes 0): {len(sure)} of "
+            f"{len(gains)}**{': ' + names if sure else ''}.{caveat} The others are within the "
+            f"noise of this sample: their sign is not established.")
+
+
+def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
+                   extra: list[str]) -> list[str]:
+    """The settings common to the rows, printed once; per-scope settings on their own line."""
+    all_s = [r["settings"] for r in runs]
+    ret_s = [r["settings"] for r in runs if r["settings"].get("rerank") != "none"]
+    scoped = {*RETRIEVAL_ONLY, *RERANK_ONLY, *MODEL_KEYS, "model", "rerank", *extra}
+    common = {k: v for k, v in constant(all_s).items() if k not in scoped}
+    lines = ["Settings common to all rows: " + ", ".join(f"{k}={v}" for k, v in common.items())
+             + "."]
+    if ret_s:
+        rc = {k: v for k, v in constant(ret_s).items() if k in RETRIEVAL_ONLY and k not in extra}
+        lines.append("Retrieval rows: " + ", ".join(f"{k}={v}" for k, v in rc.items()) + ".")
+    lines.append("Per model: " + "; ".join(sorted({
+        f"{r['model']} " + " ".join(f"{k}={r.get(k)}" for k in MODEL_KEYS if k not in extra)
+        for r in rows})) + ".")
+    codes = sorted({str(_code(r)) for r in runs})
+    lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
+                  "Code versions differ between rows: " + ", ".join(codes) +
+                  " (see code_version in the summary CSV).")
+    zs = sorted({str(r.get("rerank_tokens")) for r in rows if r["rerank"] == "zeroshot"})
+    lines.append("Zero-shot rows: s'=" + (", ".join(zs) or "-") + ", scored by the "
+                 "evaluated model (scorer_model).")
+    return lines
+
+
+def to_markdown(rows: list[dict[str, Any]], runs: list[dict[str, Any]], name: str,
+                st: StatsSettings = DEFAULT_STATS) -> str:
+    extra = distinguishing([_keyed(r) for r in runs], _cell)
+    out = [f"# In-Context RALM Table 1 (mini scale): `{name}`", "",
+           ("Word-level perplexity (lower is better) with its 95% confidence interval; gain = "
+            "relative reduction versus the same model without retrieval (positive = retrieval "
+            "helps), with the 95% CI of the paired difference and a two-sided paired "
+            "permutation p-value. Every setting of every row is in the summary CSV."), "",
+           (f"Uncertainty: {st.describe()}. The perplexity CIs are wide because the sample "
+            f"is one stream of a few documents; the gains are paired on the same blocks and "
+            f"are much tighter. With under ~20 blocks a percentile interval is approximate "
+            f"(it tends to be too narrow); the permutation p-value is exact when all 2^n "
+            f"swaps are enumerated (n <= {int(math.log2(st.resamples))} at {st.resamples} "
+            f"resamples)."), ""]
+    if extra:
+        out += [(f"Rows of the same model and reranking differ in: {', '.join(extra)} "
+                 f"(shown as columns)."), ""]
+    out += _table_lines(rows, extra)
+    out += ["", verdict(rows), ""]
     if rows:
-        r0 = next((r for r in rows if r["rerank"] != "none"), rows[0])
-        per_model = ("model_revision", "add_bos", "window_bos", "scorer_model", "rerank_tokens")
-        out += ["", "Settings: " + ", ".join(f"{k}={r0.get(k)}" for k in SETTING_KEYS
-                                            if k not in per_model) + " (k: retrieval rows).",
-                "Per model: " + "; ".join(sorted({f"{r['model']} revision={r['model_revision']}"
-                                                  f" add_bos={r['add_bos']} window_bos="
-                                                  f"{r['window_bos']}" for r in rows})) + ".",
-                "Zero-shot rows: s'=" + ", ".join(sorted({str(r["rerank_tokens"]) for r in rows
-                                                          if r["rerank"] == "zeroshot"})
-                                                  or ["-"]) + ", scored by the evaluated model.", ""]
+        out += [*settings_lines(rows, runs, extra), ""]
     out += ["## Paper Table 1 (WikiText-103 test, word-level perplexity, GPT-2)", "",
             "| Model | none | BM25 | BM25 + zero-shot | BM25 + predictive |", "|---|---|---|---|---|"]
     for model, m in PAPER_MODELS.items():
@@ -162,26 +334,34 @@ def to_markdown(rows: list[dict[str, Any]], cells: dict, name: str) -> str:
         out.append(f"| {m} | {v['none']} | {v['first']} ({100 * (v['none'] - v['first']) / v['none']:.1f}%) "
                    f"| {v['zeroshot']} ({100 * (v['none'] - v['zeroshot']) / v['none']:.1f}%) "
                    f"| {v['predictive']} ({100 * (v['none'] - v['predictive']) / v['none']:.1f}%) |")
-    out += ["", "## Headline", "", headline(cells), ""]
-    return "\n".join(out)
+    out += ["", "The paper reports no confidence intervals.", "", "## Headline", ""]
+    if extra:
+        out.append(f"Not computed: several runs share a (model, reranking) cell (they differ "
+                   f"in {', '.join(extra)}); build the table from one setting.")
+    else:
+        out.append(headline(pick_cells(runs)))
+    return "\n".join(out + [""])
 
 
-def build(name: str = "ralm/table1", root: Path | None = None) -> tuple[Path, Path]:
+def build(name: str = "ralm/table1", root: Path | None = None,
+          st: StatsSettings = DEFAULT_STATS) -> tuple[Path, Path]:
     root = root or results_dir()
     runs = finished_runs(root, name)
     if not runs:
         raise SystemExit(f"No finished runs under {root / name}: run "
                          f"`ragrepro -m experiment={name}` first.")
-    cells = pick_cells(runs)
-    rows = rows_of(cells)
+    rows = rows_of(runs, st)
+    header: list[str] = []
+    for r in rows:
+        header += [k for k in r if k not in header]
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer = csv.DictWriter(buf, fieldnames=header)
     writer.writeheader()
     writer.writerows(rows)
     csv_path = root / f"{name}_summary.csv"
     md_path = root / f"{name}.md"
     atomic_write_text(csv_path, buf.getvalue())
-    atomic_write_text(md_path, to_markdown(rows, cells, name))
+    atomic_write_text(md_path, to_markdown(rows, runs, name, st))
     log.info("Wrote %s and %s", csv_path, md_path)
     return csv_path, md_path
 
@@ -189,9 +369,12 @@ def build(name: str = "ralm/table1", root: Path | None = None) -> tuple[Path, Pa
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("name", nargs="?", default="ralm/table1")
+    ap.add_argument("--resamples", type=int, default=StatsSettings.resamples)
+    ap.add_argument("--seed", type=int, default=StatsSettings.seed,
+                    help="seed of the bootstrap and permutation resamples")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    _csv, md = build(args.name)
+    _csv, md = build(args.name, st=StatsSettings(args.resamples, args.seed))
     log.info("\n%s", md.read_text())
 
 

@@ -135,3 +135,24 @@ def rerank_input(stream: Sequence[int], window: Window, doc: Sequence[int],
             f"{start}). Need doc_max_tokens + stride + rerank_tokens < max_length: lower "
             f"ralm.doc_max_tokens or ralm.rerank_tokens, or raise ralm.max_length.")
     return ids, a, start
+
+
+# transformers' PreTrainedTokenizerBase.clean_up_tokenization (unchanged from 4.28 to today):
+# what decode(..., clean_up_tokenization_spaces=True) applies after decoding.
+_CLEAN_UP = ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+             (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"))
+
+
+def clean_up_tokenization(text: str) -> str:
+    """Removes the spaces before punctuation and English contractions, in this order."""
+    for old, new in _CLEAN_UP:
+        text = text.replace(old, new)
+    return text
+
+
+def query_text(decoded: str, clean_spaces: bool) -> str:
+    """The retrieval query string from its decoded tokens. The official eval_lm.py decodes
+    with the tokenizer default, which in transformers 4.28 cleaned up tokenization spaces
+    (ralm.query_clean_spaces=true); false keeps the raw decoding."""
+    return clean_up_tokenization(decoded) if clean_spaces else decoded
+

@@ -4,22 +4,18 @@ riches.method:
 - riches: constrained interleaved decoding (this package's beam search).
 - no_retrieval: the same prompt and decoder with nothing constrained; its "keys" are
   hallucinated, so their verbatim rate is reported, not assumed.
-- dense_reader: dense retriever (top-k) + few-shot reader; k = the mean number of keys of the
-  matching RICHES run (`k: auto`) or a number.
-- iterative: question decomposition, one retrieval (top-1) per follow-up, up to max_steps.
+- dense_reader, iterative: the retrieve-then-read baselines (riches/baselines.py); they
+  decode no keys, so their rows have no verbatim rate.
 
 Per-sample records go to samples.jsonl first (the resume checkpoint); AutoAIS and the
 aggregates are computed from them at the end.
 """
 from __future__ import annotations
 
-import csv
 import logging
-import random
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -27,11 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.data.records import Passage, QARecord
 from ragrepro.errors import ConfigError
-from ragrepro.metrics.qa import em_squad, f1_squad
 from ragrepro.paths import cache_dir
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 
 from . import markers
+from .baselines import run_dense, run_iterative, sample_record
 from .beam import BeamConfig, BeamStats, HFStepModel, beam_search
 from .constraint import KeyConstraint, key_token_ids, vocab_size_of
 from .index import SuffixIndex, build_or_load
@@ -39,14 +35,14 @@ from .keys import KeyCorpus, build_keys, document_frequencies, tfidf_rank
 from .prompts import (
     RichesPrompt,
     example_propositions,
-    iterative_demo,
     load_prompt,
     parse_answer,
-    reader_prompt,
 )
+from .provenance import provenance, sample_articles
 
 log = logging.getLogger(__name__)
 METHODS = ("riches", "no_retrieval", "dense_reader", "iterative")
+DECODED_KEYS = ("riches", "no_retrieval")  # methods whose keys are decoded by the LM
 
 
 # -- setup ---------------------------------------------------------------------------------
@@ -68,46 +64,34 @@ def prompt_name(rc: DictConfig, records: Sequence[QARecord]) -> str:
     return "multi_hop" if any(r.hops > 1 for r in records) else "single_hop"
 
 
-def proposition_docs(kc: DictConfig, docs: list[Passage], cfg: DictConfig,
-                     prompt_cfg: dict) -> list[Passage]:
-    """Mini scale: the articles whose propositions are generated: the gold articles of the
-    first `subset_questions` questions of each hop count of the evaluation split (a setting
-    of its own, not `limit`, so one index serves every table), the demonstration articles
-    and `n_distractors` seeded random others. Generation is the slow part on a CPU."""
-    from ragrepro.data.loaders import load_qa
-
-    ds = cfg.dataset
-    wanted: set[str] = set()
-    n = kc.get("subset_questions")
-    if str(ds.name).startswith("vital-qa"):
-        groups = [load_qa("vital-qa", split=ds.split, hops=h, limit=n) for h in (1, 2)]
-    else:
-        groups = [load_qa(ds.name, split=ds.split, path=ds.get("path"), limit=n)]
-    for records in groups:
-        for r in records:
-            wanted.update(r.gold_titles)
-    wanted.update(s["title"] for ex in prompt_cfg["examples"] for s in ex["steps"])
-    chosen = [i for i, p in enumerate(docs) if p.title in wanted]
-    rest = [i for i in range(len(docs)) if docs[i].title not in wanted]
-    rng = random.Random(int(kc.get("seed", 0)))
-    chosen += rng.sample(rest, min(int(kc.n_distractors), len(rest)))
-    return [docs[i] for i in sorted(chosen)]
+def proposition_docs(kc: DictConfig, docs: list[Passage]) -> list[Passage]:
+    """Mini scale: the articles whose propositions the LM generates, a seeded random sample
+    of `n_articles` corpus articles chosen without looking at any question (see
+    riches/provenance.py; generation is the slow part on a CPU)."""
+    if kc.get("articles", "sample") != "sample":
+        raise ConfigError(f"riches.key.articles={kc.get('articles')!r}; mini-scale propositions "
+                          f"support 'sample' (a seeded random sample of n_articles articles).")
+    chosen = sample_articles([p.title for p in docs], kc.get("n_articles"), int(kc.get("seed", 0)))
+    return [docs[i] for i in chosen]
 
 
-def build_key_corpus(kc: DictConfig, docs: list[Passage], cfg: DictConfig, lm: Any,
-                     prompt_cfgs: Sequence[dict]) -> KeyCorpus:
+def build_key_corpus(kc: DictConfig, docs: list[Passage], lm: Any,
+                     prompt_cfgs: Sequence[dict]) -> tuple[KeyCorpus, dict[str, Any]]:
+    """The keys of the index and their provenance (row columns)."""
     if kc.unit != "proposition":
-        return cached_keys(kc.unit, docs)
+        kcorp = cached_keys(kc.unit, docs)
+        return kcorp, provenance(kcorp, "corpus", "all", None)
     if kc.source == "factoid-wiki":
         from .propositions import read_factoid_wiki
 
-        return build_keys("proposition", docs, propositions=read_factoid_wiki(kc.paths, docs))
+        kcorp = build_keys("proposition", docs, propositions=read_factoid_wiki(kc.paths, docs))
+        return kcorp, provenance(kcorp, "factoid-wiki", "file", None)
     if kc.source != "lm":
         raise ConfigError(f"riches.key.source={kc.source!r}; use 'lm' (mini) or "
                           f"'factoid-wiki' (paper, with riches.key.paths).")
     from .propositions import lm_propositions
 
-    subset = proposition_docs(kc, docs, cfg, prompt_cfgs[0])
+    subset = proposition_docs(kc, docs)
     facts = lm_propositions(lm, subset, load_prompt("propositions"),
                             cache_dir() / "riches" / "propositions" / f"{lm.name}.jsonl",
                             max_new_tokens=int(kc.generation_max_new_tokens),
@@ -116,12 +100,15 @@ def build_key_corpus(kc: DictConfig, docs: list[Passage], cfg: DictConfig, lm: A
     by_title = {p.title: i for i, p in enumerate(docs)}
     pairs = [(f, pos[p.pid]) for p in subset for f, _ in facts.get(p.pid, [])]
     n_rewritten = sum(how == "rewrite" for p in subset for _, how in facts.get(p.pid, []))
-    for pcfg in prompt_cfgs:  # the hand-written demonstration propositions
-        pairs += [(text, by_title[t]) for text, t in example_propositions(pcfg) if t in by_title]
-    pairs = list(dict.fromkeys(pairs))
-    log.info("Proposition keys: %d over %d articles (LM-derived, %d rewritten, the rest kept "
-             "as sentences; mini scale)", len(pairs), len(subset), n_rewritten)
-    return build_keys("proposition", docs, propositions=pairs)
+    demo = list(dict.fromkeys((text, by_title[t]) for pcfg in prompt_cfgs  # hand-written
+                              for text, t in example_propositions(pcfg) if t in by_title))
+    pairs = list(dict.fromkeys(pairs + demo))
+    log.info("Proposition keys: %d over %d sampled articles (seed %s; LM-derived, %d rewritten, "
+             "the rest kept as sentences; mini scale) + the demonstrations' hand-written ones",
+             len(pairs), len(subset), kc.get("seed", 0), n_rewritten)
+    kcorp = build_keys("proposition", docs, propositions=pairs)
+    return kcorp, {**provenance(kcorp, "lm", "sample", int(kc.get("seed", 0))),
+                   "keys_n_sampled": len(subset), "keys_n_demo": len(demo)}
 
 
 def cached_keys(unit: str, docs: list[Passage]) -> KeyCorpus:
@@ -223,9 +210,9 @@ def run(cfg: DictConfig, run: Any) -> Result:
     if rc.method in ("riches", "no_retrieval"):
         settings.update(_run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done))
     elif rc.method == "dense_reader":
-        settings.update(_run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done))
+        settings.update(run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done))
     else:
-        settings.update(_run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done))
+        settings.update(run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done))
     samples = {r["qid"]: r for r in run.done_samples()}
     ordered = [samples[r.qid] for r in records if r.qid in samples]
     metrics, ais_settings = aggregate(cfg, run, lm, ordered)
@@ -245,8 +232,8 @@ def _run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[st
     rc, kc = cfg.riches, cfg.riches.key
     constrained = rc.method == "riches"
     # all demonstration propositions go into the index, so one index serves both prompts
-    kcorp = build_key_corpus(kc, docs, cfg, lm, [pcfg] + [load_prompt(n) for n in
-                                                        ("single_hop", "multi_hop")])
+    kcorp, origin = build_key_corpus(kc, docs, lm, [pcfg] + [load_prompt(n) for n in
+                                                             ("single_hop", "multi_hop")])
     index = build_index(kcorp, lm, cfg.corpus.name, kc)
     constraint = KeyConstraint.for_tokenizer(
         index, lm.tokenizer, rc.markers.open, rc.markers.close, start=kc.start, end=kc.end,
@@ -290,8 +277,7 @@ def _run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[st
             "renormalize": bool(rc.renormalize), "length_penalty": float(rc.length_penalty),
             "max_new_tokens": max_new, "n_index_keys": len(kcorp.keys),
             "index_tokens": index.n, "index_bytes_per_token": index.bytes_per_token(),
-            "evidence": kc.evidence if constrained else "key",
-            "keys_source": kc.get("source", "corpus")}
+            "evidence": kc.evidence if constrained else "key", **origin}
 
 
 def check_demo_keys(prompt: RichesPrompt, index: SuffixIndex, at_start: bool, full: bool, lm) -> None:
@@ -304,135 +290,31 @@ def check_demo_keys(prompt: RichesPrompt, index: SuffixIndex, at_start: bool, fu
                               f"the index: demonstrations must be verbatim corpus keys.")
 
 
-def sample_record(rec: QARecord, answer: str, evidence: str, titles: list[str],
-                  extra: dict) -> dict[str, Any]:
-    gold = {t for t in rec.gold_titles}
-    return {"qid": rec.qid, "question": rec.question, "answers": rec.answers, "hops": rec.hops,
-            "gold_titles": rec.gold_titles, "prediction": answer, "evidence": evidence,
-            "retrieved_titles": titles,
-            "f1_squad": f1_squad(answer, rec.answers), "em_squad": em_squad(answer, rec.answers),
-            "gold_title_recall": (len(gold & set(titles)) / len(gold)) if gold else None,
-            **extra}
-
-
-# -- baselines --------------------------------------------------------------------------------
-def auto_k(cfg: DictConfig, default: int) -> tuple[int, str]:
-    """k = rounded mean number of keys of the finished RICHES run on the same dataset and
-    model in this experiment's CSV (the paper matches k to RICHES's mean, §5.4)."""
-    from ragrepro.paths import results_dir
-
-    path = Path(cfg.get("results_dir") or results_dir()) / f"{cfg.name}.csv"
-    if path.exists():
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("riches_method") == "riches"
-                    and r.get("dataset") == cfg.dataset.name and r.get("model") == cfg.model.name
-                    and str(r.get("limit")) == str(cfg.get("limit"))
-                    and r.get("dataset_hops", "") == _csv_str(cfg.dataset.get("hops"))]
-        if rows and rows[-1].get("keys_per_answer"):
-            return max(1, round(float(rows[-1]["keys_per_answer"]))), f"riches run {rows[-1]['run_id']}"
-    log.warning("k=auto: no finished RICHES run in %s for this dataset/model; using k=%d",
-                path, default)
-    return default, "default"
-
-
-def _csv_str(v: Any) -> str:
-    return "" if v is None else str(v)
-
-
-def _run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
-    from tqdm import tqdm
-
-    from ragrepro.retrieval import retriever_from_config
-
-    rc = cfg.riches
-    k, k_source = (auto_k(cfg, int(rc.dense.k_default)) if str(rc.dense.k) == "auto"
-                   else (int(rc.dense.k), "config"))
-    retriever = retriever_from_config(cfg)
-    todo = [r for r in records if r.qid not in done]
-    with run.timed("retrieve"):
-        all_hits = retriever.search([r.question for r in todo], k=k) if todo else []
-    for rec, hits in tqdm(list(zip(todo, all_hits)), desc="dense_reader"):
-        t0 = time.perf_counter()
-        prompt = reader_prompt(pcfg, corpus_text, [(h.title, h.text) for h in hits], rec.question)
-        with run.timed("read"):
-            out = lm.generate([lm.encode(prompt)], max_new_tokens=int(rc.reader_max_new_tokens))[0]
-        answer = lm.decode(out, skip_special_tokens=True).split("\n")[0].strip()
-        evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
-        run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
-            "n_keys": len(hits), "keys_verbatim": len(hits), "seconds": time.perf_counter() - t0,
-            "hits": [{"pid": h.pid, "title": h.title, "score": h.score} for h in hits]}))
-    return {"k": k, "k_source": k_source, "retriever": cfg.retriever.name}
-
-
-def _run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
-    from tqdm import tqdm
-
-    from ragrepro.retrieval import retriever_from_config
-
-    rc = cfg.riches
-    retriever = retriever_from_config(cfg)
-    demo = iterative_demo(pcfg, corpus_text)
-    demo_ids = lm.encode(demo)
-    step_model = HFStepModel(lm.model, lm.device)
-    free = KeyConstraint(index=SuffixIndex.build([[0]], vocab_size_of(lm.tokenizer)),
-                         spec=markers.MarkerSpec((-1,), (-2,)), vocab_size=vocab_size_of(lm.tokenizer),
-                         start_at_word=False, enabled=False)
-    line_cfg = BeamConfig(beam_size=1, adaptive=True, max_new_tokens=int(rc.iterative.max_new_tokens),
-                          stop_strings=("\n",))
-    decode = lambda ids: lm.decode(ids)
-    eos = [t for t in {lm.eos_id} if t is not None]
-    for rec in tqdm([r for r in records if r.qid not in done], desc="iterative"):
-        t0 = time.perf_counter()
-        history = f"Question: {rec.question}\n"
-        hits_all: list = []
-        answer = ""
-        steps = 0
-        while True:
-            force = steps >= int(rc.iterative.max_steps)
-            tail = history + ("Answer:" if force else "")
-            ids = demo_ids + lm.encode(tail, add_bos=False)
-            hyp = beam_search(step_model, ids, free, line_cfg, decode, eos, None, len(demo_ids))[0]
-            line = lm.decode([t for t in hyp.tokens if t not in eos]).split("\n")[0].strip()
-            if force:
-                answer = line
-                break
-            if line.startswith("Answer:"):
-                answer = line[len("Answer:"):].strip()
-                break
-            query = line[len("Follow-up:"):].strip() if line.startswith("Follow-up:") else line
-            if not query:
-                steps = int(rc.iterative.max_steps)
-                continue
-            found = retriever.search([query], k=1)[0]
-            if not found:
-                steps = int(rc.iterative.max_steps)
-                continue
-            hit = found[0]
-            hits_all.append(hit)
-            history += f"Follow-up: {query}\nEvidence: {hit.title}. {hit.text}\n"
-            steps += 1
-        evidence = " ".join(f"{h.title}. {h.text}" for h in hits_all)
-        run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits_all], {
-            "n_keys": len(hits_all), "keys_verbatim": len(hits_all), "steps": steps,
-            "trace": history, "seconds": time.perf_counter() - t0}))
-    return {"k": 1, "retriever": cfg.retriever.name, "max_steps": int(rc.iterative.max_steps)}
-
-
 # -- aggregates ---------------------------------------------------------------------------------
-def aggregate(cfg: DictConfig, run: Any, lm: Any, samples: list[dict]) -> tuple[dict, dict]:
+def sample_metrics(samples: list[dict], decoded_keys: bool) -> dict[str, Any]:
+    """Means over the per-question records. `verbatim_rate` (share of decoded keys found
+    verbatim in the corpus) exists only for methods that decode keys (RICHES and its
+    no-retrieval ablation); the retrieve-then-read baselines copy passages, so the column
+    is left out for them (not applicable), never set to 1."""
     n = len(samples)
     keys = sum(s.get("n_keys", 0) for s in samples)
-    verb = sum(s.get("keys_verbatim", 0) for s in samples)
     recalls = [s["gold_title_recall"] for s in samples if s.get("gold_title_recall") is not None]
     metrics: dict[str, Any] = {
         "f1_squad": float(np.mean([s["f1_squad"] for s in samples])) if n else float("nan"),
         "em_squad": float(np.mean([s["em_squad"] for s in samples])) if n else float("nan"),
         "keys_per_answer": keys / n if n else float("nan"),
-        "verbatim_rate": verb / keys if keys else float("nan"),
         "gold_title_recall": float(np.mean(recalls)) if recalls else float("nan"),
         "seconds_per_question": float(np.mean([s.get("seconds", 0.0) for s in samples])) if n else 0.0,
         "n": n,
     }
+    if decoded_keys:
+        verb = sum(s.get("keys_verbatim", 0) for s in samples)
+        metrics["verbatim_rate"] = verb / keys if keys else float("nan")
+    return metrics
+
+
+def aggregate(cfg: DictConfig, run: Any, lm: Any, samples: list[dict]) -> tuple[dict, dict]:
+    metrics = sample_metrics(samples, decoded_keys=cfg.riches.method in DECODED_KEYS)
     ais, ais_settings = attribution(cfg, run, lm, samples)
     metrics.update(ais)
     return metrics, ais_settings

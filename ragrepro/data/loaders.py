@@ -25,8 +25,11 @@ from .records import LMDoc, Passage, QARecord
 log = logging.getLogger(__name__)
 
 VITAL_QA_FILE = "vital_qa.jsonl"
+# Version of the embedded vital-qa file; conf/dataset/vital-qa*.yaml record it as `variant`.
+# v2: article-disjoint train/dev/test splits (v1 split by qid and shared gold articles).
+VITAL_QA_VERSION = "embedded-v2"
 VITAL_QA_FIELDS = ("qid", "question", "answers", "gold_titles", "hops", "split")
-SPLITS = ("train", "dev", "test", "all")
+SPLITS = ("train", "train-nodev", "dev", "test", "all")
 EMBEDDED_LM = "dataset=wiki-vital"
 EMBEDDED_QA = "dataset=vital-qa (or vital-qa-bridge, fanout-grounded)"
 
@@ -135,7 +138,7 @@ def vital_qa_path() -> Path:
 
 
 def load_vital_qa(split: str = "test", hops: int | None = None) -> list[QARecord]:
-    """The embedded hand-written QA set over wiki-vital leads (see the README, section Datasets)."""
+    """The embedded hand-written QA set over wiki-vital leads (see docs/datasets.md)."""
     _check_split(split)
     out = []
     for r in iter_jsonl(vital_qa_path(), required=VITAL_QA_FIELDS):
@@ -296,6 +299,15 @@ def _from_hub(name: str, split: str, limit: int | None) -> list[QARecord]:
         rec.meta["hub_split"] = hub_split
         out.append(rec)
     return out
+
+
+def hub_split_source(name: str | None, split: str | None, path: str | None = None) -> str | None:
+    """For a hub QA dataset, where split `split` comes from (recorded in every row)."""
+    from .hub import DEFAULT_SPLIT_MAP, split_source
+
+    if path or not split or (name not in HUB_QA and name not in KILT_TASKS):
+        return None
+    return split_source(split, DEFAULT_SPLIT_MAP.get(split, split))
 
 
 def load_qa(name: str, split: str = "test", path: str | None = None, limit: int | None = None,

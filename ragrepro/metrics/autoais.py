@@ -11,6 +11,8 @@ recorded per sample when `record_both=True`). AutoAIS = attributed / all questio
 prediction or passage counts as not attributed.
 
 Substitutes, never reported under the name `autoais`:
+- `t5` with any model other than TRUE_MODEL (e.g. a tiny random T5 for tests): result key
+  `autoais_substitute`, settings `autoais_substitute=t5:<model>`.
 - `nli`: an AutoModelForSequenceClassification NLI model (entailment probability); the
   result key is `autoais_substitute` with settings `autoais_substitute=nli:<model>`.
 - `llm-judge`: an offline yes/no judge with a causal LM (the embedded SmolLM2 / Gemma);
@@ -276,7 +278,8 @@ class AutoAIS:
 
     @property
     def is_substitute(self) -> bool:
-        return self.scorer.backend != "t5"
+        """Only the TRUE checkpoint, by its hub name, may report `autoais`."""
+        return self.scorer.backend != "t5" or self.scorer.model_name != TRUE_MODEL
 
     @property
     def result_key(self) -> str:
@@ -285,8 +288,10 @@ class AutoAIS:
     def settings(self) -> dict[str, Any]:
         s = {**self.scorer.settings(), "autoais_passage_format": self.passage_format,
              "autoais_denominator": "all questions (missing = not attributed)"}
-        if not self.is_substitute:
-            s["autoais_canonical"] = (self.scorer.model_name == TRUE_MODEL)
+        if self.scorer.backend == "t5":
+            s["autoais_canonical"] = not self.is_substitute
+            if self.is_substitute:
+                s["autoais_substitute"] = f"t5:{self.scorer.model_name}"
         return s
 
     def evaluate(self, items: Sequence[AttributionItem]) -> AutoAISResult:

@@ -97,7 +97,13 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:
-    """Return (what from_pretrained gets, is_local)."""
+    """Return (what from_pretrained gets, is_local). While rehearsing, a hub id resolves to
+    its local stand-in (ragrepro/rehearsal/standins.py)."""
+    from .. import rehearsal
+
+    standin = rehearsal.model_source(source)
+    if standin is not None:
+        return standin, True
     if source.startswith("embedded:"):
         name = source.split(":", 1)[1]
         if name not in assets.EMBEDDED:

@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import RagreproError
 from ..paths import results_dir
 from .runs import RunRecord, find_run
+from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,7 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def compare_runs(runs: list[RunRecord]) -> str:
+def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> str:
     names = [f"{r.experiment}/{r.run_id}" for r in runs]
     heads = ["", *[f"[{i + 1}]" for i in range(len(runs))]]
     parts = ["Runs:", *[f"  [{i + 1}] {n}  ({r.dir or 'no folder'})"
@@ -94,12 +95,46 @@ def compare_runs(runs: list[RunRecord]) -> str:
              if k not in {s for s, _ in settings}]
     parts.append(text_table(["setting", *heads[1:]], rows) if rows else "  (none: same settings)")
     parts.append("")
-    parts.append("Metrics:")
-    metrics = side_by_side([scalar_metrics(r.metrics or {}) for r in runs])
-    parts.append(text_table(["metric", *heads[1:]], [[k, *[_cell(v) for v in vals]]
-                                                      for k, vals in metrics])
-                 if metrics else "  (no metrics)")
+    parts += metrics_block(runs, heads[1:], st)
     return "\n".join(parts) + "\n"
+
+
+def _with_ci(run: RunRecord, metric: str, value: Any, st: StatsSettings) -> str:
+    """The value, and its 95% CI and n when the run's per-sample records give them."""
+    iv = interval_for(run.dir, run.metrics or {}, metric, st) if isinstance(value, float) \
+        else None
+    if iv is None:
+        return _cell(value)
+    return f"{_cell(value)} [{iv.low:.4g}, {iv.high:.4g}] n={iv.n}"
+
+
+def _paired_cell(base: RunRecord, run: RunRecord, metric: str, st: StatsSettings) -> str:
+    test, why = paired_for(run.dir, run.metrics or {}, base.dir, base.metrics or {}, metric,
+                           "diff", st)
+    if test is None:
+        return f"({why})"
+    mark = "≈0 (CI includes 0)" if test.includes_zero else "≠0"
+    return (f"{test.estimate:+.4g} [{test.low:+.4g}, {test.high:+.4g}] "
+            f"p={test.p_value:.3g} {mark}")
+
+
+def metrics_block(runs: list[RunRecord], heads: list[str], st: StatsSettings) -> list[str]:
+    """Metrics side by side with n and 95% CI, then each run paired against run [1]."""
+    metrics = side_by_side([scalar_metrics(r.metrics or {}) for r in runs])
+    if not metrics:
+        return ["Metrics:", "  (no metrics)"]
+    out = ["Metrics (value [95% CI] n, where per-sample records exist):",
+           text_table(["metric", *heads], [[k, *[_with_ci(r, k, v, st)
+                                                   for r, v in zip(runs, vals)]]
+                                              for k, vals in metrics]), ""]
+    paired = [(k, [_paired_cell(runs[0], r, k, st) for r in runs[1:]]) for k, vals in metrics
+              if all(isinstance(v, float) for v in vals)]
+    paired = [(k, cells) for k, cells in paired if not all(c.startswith("(") for c in cells)]
+    out.append(f"Paired against [1] on the same examples (difference run - [1], 95% CI, "
+               f"permutation p; {st.describe()}):")
+    out.append(text_table(["metric", *heads[1:]], [[k, *cells] for k, cells in paired])
+               if paired else "  (no metric has per-sample records in both runs)")
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -107,6 +142,10 @@ def main(argv: list[str] | None = None) -> None:
                                      description="Compare the settings and metrics of runs.")
     parser.add_argument("runs", nargs="+", help="run folders, experiment/run_id or run ids")
     parser.add_argument("--results", type=Path, default=None, help="results folder")
+    parser.add_argument("--resamples", type=int, default=DEFAULT_STATS.resamples,
+                        help="bootstrap / permutation resamples (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=DEFAULT_STATS.seed,
+                        help="seed of the resamples (default %(default)s)")
     args = parser.parse_args(argv)
     if len(args.runs) < 2:
         parser.error("give at least two runs to compare")
@@ -116,4 +155,4 @@ def main(argv: list[str] | None = None) -> None:
     except RagreproError as e:
         log.error("%s", e)
         raise SystemExit(2) from None
-    sys.stdout.write(compare_runs(runs))
+    sys.stdout.write(compare_runs(runs, StatsSettings(args.resamples, args.seed)))

@@ -12,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from .compare import scalar_metrics
+from .dashboard_assets import CSS, JS
+from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
+from .samples import interval_for
 from .tables import BuiltTable, render_html_table
 from .wandb_sync import OfflineRun
 
@@ -23,7 +26,8 @@ SWEEP_SETTINGS = ("retriever", "rerank", "stride", "retrieval_stride", "query_le
 METRIC_ORDER = ("ppl_word", "ppl_token", "em_squad", "f1_squad", "em_filco_code",
                 "f1_char_filco_code", "accuracy", "has_answer", "autoais", "unigram_precision",
                 "recall_at_k")
-ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s"}
+ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s",
+            "code_version", "code_id", "code_versions_mixed"}
 
 
 def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
@@ -32,9 +36,15 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
         href = os.path.relpath(run.dir, index_dir).replace(os.sep, "/") + "/"
     settings = run.settings or {k: v for k, v in run.row.items() if k not in ROW_META}
     metrics = scalar_metrics(run.metrics) if run.metrics else {}
-    return {"experiment": run.experiment, "run_id": run.run_id, "href": href,
+    intervals = {}
+    for name, value in metrics.items():
+        iv = interval_for(run.dir, run.metrics, name) if isinstance(value, float) else None
+        if iv is not None:
+            intervals[name] = [iv.low, iv.high, iv.n]
+    return {"intervals": intervals, "experiment": run.experiment, "run_id": run.run_id, "href": href,
             "finished_at": run.row.get("finished_at"), "wall_s": run.row.get("wall_s"),
             "git_commit": run.metadata.get("git_commit") or run.row.get("git_commit"),
+            "code_version": run.metadata.get("code_version") or run.row.get("code_version"),
             "wandb_mode": run.metadata.get("wandb_mode"),
             "wandb_url": run.metadata.get("wandb_url"),
             "settings": settings, "metrics": metrics, "row": run.row, "config": run.config}
@@ -79,6 +89,8 @@ def runs_table(runs: list[RunRecord], payload: list[dict[str, Any]]) -> str:
     for i, (run, p) in enumerate(zip(runs, payload)):
         link = (f'<a href="{html.escape(p["href"])}">{html.escape(run.run_id)}</a>'
                 if p["href"] else html.escape(run.run_id))
+        if run.metadata.get("demo"):
+            link += " <span class=\"run-demo\">DEMO</span>"
         if p["wandb_url"]:
             wb = f'<a href="{html.escape(p["wandb_url"])}">{html.escape(p["wandb_mode"] or "run")}</a>'
         else:
@@ -97,6 +109,13 @@ def runs_table(runs: list[RunRecord], payload: list[dict[str, Any]]) -> str:
             f'<tbody>{"".join(body)}</tbody></table>')
 
 
+def _shown_path(root: Path) -> str:
+    """The results folder as the reader would type it: relative to the current directory
+    when it is below it (no machine-specific prefix in a shared page or screenshot)."""
+    rel = os.path.relpath(Path(root).resolve(), Path.cwd())
+    return str(root) if rel.startswith("..") else rel
+
+
 def _slug(name: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
 
@@ -110,10 +129,15 @@ def tables_section(tables: list[BuiltTable], index_dir: Path) -> str:
         notes = "".join(f"<p class='note'>{html.escape(x)}</p>" for x in t.lines)
         n_ours = sum(1 for r in t.rows if r.ours is not None)
         is_open = " open" if n_ours else ""
+        detail = (f'<details class="all-rows"><summary>All {len(t.rows)} rows with '
+                  f"differences, gains, settings and comparability notes</summary>"
+                  f'<div class="scroll">'
+                  f"{render_html_table(t.rows, t.show, 'table-' + _slug(t.name))}</div>"
+                  f"</details>")
         parts.append(f'<details class="paper-table" id="sec-{_slug(t.name)}"{is_open}>'
                      f"<summary><b>{html.escape(t.title)}</b> ({n_ours} of {len(t.rows)} "
                      f"rows with our number)</summary><p>{links}</p>{notes}"
-                     f"{render_html_table(t.rows, t.show, 'table-' + _slug(t.name))}</details>")
+                     f"{grid_html(t.rows, 'grid-' + _slug(t.name))}{detail}</details>")
     return "".join(parts) or "<p>No report tables configured (conf/report/tables/).</p>"
 
 
@@ -157,12 +181,15 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
     options = "".join(f'<option value="{html.escape(e)}">{html.escape(e)}</option>'
                       for e in experiments)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
+    demo = ('<p id="demo-banner" class="demo">DEMO DATA: these runs were written by '
+            "ragrepro/report/demo.py with made-up numbers. They are not results.</p>"
+            if is_demo(runs) else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ragrepro results</title>
-<style>{_CSS}</style></head><body>
-<h1>ragrepro results</h1>
+<style>{CSS}</style></head><body>
+<h1>ragrepro results{" (DEMO)" if demo else ""}</h1>{demo}
 <p id="summary">{len(runs)} run(s) in {len(experiments)} experiment(s) under
-<code>{html.escape(str(root))}</code>; generated {generated} by <code>ragrepro report</code>.</p>
+<code>{html.escape(_shown_path(root))}</code>; generated {generated} by <code>ragrepro report</code>.</p>
 <nav><a href="#runs">Runs</a> · <a href="#compare">Compare</a> · <a href="#tables">Paper tables</a>
  · <a href="#plots">Plots</a> · <a href="#wandb">W&amp;B</a></nav>
 <section id="runs"><h2>Runs</h2>
@@ -176,180 +203,19 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
 <section id="compare"><h2>Compare selected runs</h2>
 <div id="compare-body"><p>Select two or more runs in the table above.</p></div></section>
 <section id="tables"><h2>Paper tables</h2>
-<p class="hint">Ours next to the paper's number for every paper cell ("not run" where we have
-no run yet). Tables with at least one of our numbers are expanded.
-<label><input type="checkbox" id="hide-not-run"> hide rows not run</label></p>
+<p class="hint">Each table in the paper's shape: in every cell our number with its 95%
+confidence interval [low, high] and n (questions, or blocks of perplexity windows), the
+paired relative change versus the baseline row with its CI (≈0: the CI includes zero, the
+change is not distinguishable from noise; ≠0: it is; for perplexity a negative change is an
+improvement), then the paper's number. Runs sharing a paper cell are labelled by the settings
+that differ between them. Paper rows we have not run
+are folded away. Tables with at least one of our numbers are expanded.</p>
 {tables_section(tables, index_dir)}</section>
 <section id="plots"><h2>Plots</h2>{plots_section(plots, index_dir)}</section>
 <section id="wandb"><h2>W&amp;B</h2>{wandb_section(offline, command)}</section>
 {_json_script(payload, "runs-data")}
-<script>{_JS}</script>
+<script>{JS}</script>
 </body></html>
-"""
-
-
-_CSS = """
-body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}
-td,th{border:1px solid #ccc;padding:2px 6px;vertical-align:top}
-th{background:#f3f3f3;cursor:pointer;white-space:nowrap}
-th.nosort{cursor:default}
-th[aria-sort=ascending]::after{content:" \\25B2"}
-th[aria-sort=descending]::after{content:" \\25BC"}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
-tr.selected{background:#fff6d5}
-tr[data-status="not run"]{color:#888}
-.controls{display:flex;gap:.6em;align-items:center}
-.hint,.note{color:#555;font-size:12px;margin:.2em 0}
-summary{cursor:pointer;margin:.4em 0}
-figure{display:inline-block;margin:.5em;vertical-align:top;max-width:660px}
-pre{background:#f6f6f6;padding:.5em;white-space:pre-wrap}
-td.differs{background:#ffe3e3}
-.scroll{overflow-x:auto;max-width:100%}
-"""
-
-_JS = r"""
-(function(){
-  const runs = JSON.parse(document.getElementById('runs-data').textContent);
-  const table = document.getElementById('runs-table');
-  const tbody = table.tBodies[0];
-  const rows = Array.from(tbody.rows);
-  const filter = document.getElementById('filter');
-  const expSel = document.getElementById('experiment-filter');
-  const count = document.getElementById('shown-count');
-
-  function applyFilter(){
-    const terms = filter.value.toLowerCase().split(/\s+/).filter(Boolean);
-    const exp = expSel.value;
-    let shown = 0;
-    rows.forEach(function(tr){
-      const text = tr.textContent.toLowerCase();
-      const ok = terms.every(function(t){ return text.indexOf(t) >= 0; }) &&
-                 (!exp || tr.dataset.experiment === exp);
-      tr.style.display = ok ? '' : 'none';
-      if (ok) shown++;
-    });
-    count.textContent = shown + ' of ' + rows.length + ' runs shown';
-  }
-  filter.addEventListener('input', applyFilter);
-  expSel.addEventListener('change', applyFilter);
-
-  Array.from(table.tHead.rows[0].cells).forEach(function(th, col){
-    if (th.classList.contains('nosort')) return;
-    th.addEventListener('click', function(){
-      const asc = th.getAttribute('aria-sort') !== 'ascending';
-      Array.from(table.tHead.rows[0].cells).forEach(function(h){ h.removeAttribute('aria-sort'); });
-      th.setAttribute('aria-sort', asc ? 'ascending' : 'descending');
-      const key = function(tr){ return tr.cells[col].dataset.sort || ''; };
-      const sorted = rows.slice().sort(function(a, b){
-        const x = key(a), y = key(b);
-        if (x === '' && y !== '') return 1;
-        if (y === '' && x !== '') return -1;
-        const nx = parseFloat(x), ny = parseFloat(y);
-        const c = (!isNaN(nx) && !isNaN(ny) && String(nx) !== 'NaN') ? nx - ny : x.localeCompare(y);
-        return asc ? c : -c;
-      });
-      sorted.forEach(function(tr){ tbody.appendChild(tr); });
-    });
-  });
-
-  function flatten(obj, prefix, out){
-    out = out || {};
-    if (obj === null || typeof obj !== 'object' || Array.isArray(obj)) {
-      if (prefix) out[prefix] = obj;
-      return out;
-    }
-    const keys = Object.keys(obj);
-    if (!keys.length && prefix) out[prefix] = obj;
-    keys.forEach(function(k){ flatten(obj[k], prefix ? prefix + '.' + k : k, out); });
-    return out;
-  }
-  function show(v){
-    if (v === undefined) return '(unset)';
-    if (v === null) return 'null';
-    if (typeof v === 'number') return String(Number(v.toPrecision(6)));
-    if (typeof v === 'object') return JSON.stringify(v);
-    return String(v);
-  }
-  function esc(s){ const d = document.createElement('div'); d.textContent = s; return d.innerHTML; }
-
-  // Runs in the order they were ticked: the comparison's columns follow the clicks.
-  let order = [];
-  function selected(){
-    const checked = Array.from(tbody.querySelectorAll('input.sel:checked')).map(function(c){ return +c.value; });
-    order = order.filter(function(i){ return checked.indexOf(i) >= 0; });
-    checked.forEach(function(i){ if (order.indexOf(i) < 0) order.push(i); });
-    return order.slice();
-  }
-  function renderCompare(){
-    const sel = selected();
-    rows.forEach(function(tr){
-      tr.classList.toggle('selected', sel.indexOf(+tr.dataset.run) >= 0);
-    });
-    const body = document.getElementById('compare-body');
-    if (sel.length < 2) {
-      body.innerHTML = '<p>Select two or more runs in the table above (' + sel.length + ' selected).</p>';
-      return;
-    }
-    const picked = sel.map(function(i){ return runs[i]; });
-    const head = '<tr><th>key</th>' + picked.map(function(r){
-      return '<th>' + esc(r.experiment + '/' + r.run_id) + '</th>'; }).join('') + '</tr>';
-    const flat = picked.map(function(r){
-      return flatten({settings: r.settings, config: r.config});
-    });
-    const keys = [];
-    flat.forEach(function(f){ Object.keys(f).forEach(function(k){ if (keys.indexOf(k) < 0) keys.push(k); }); });
-    keys.sort();
-    const ignore = /^config\.(wandb|hydra)\./;
-    const same = function(a, b){
-      return flat.every(function(f){ return show(f[a]) === show(f[b]); });
-    };
-    const diff = keys.filter(function(k){
-      if (ignore.test(k)) return false;
-      // config.x repeats settings.x when the pipeline reports it: show it once.
-      if (k.indexOf('config.') === 0 && keys.indexOf('settings.' + k.slice(7)) >= 0 &&
-          same(k, 'settings.' + k.slice(7))) return false;
-      const vals = flat.map(function(f){ return show(f[k]); });
-      return vals.some(function(v){ return v !== vals[0]; });
-    });
-    const dRows = diff.map(function(k){
-      return '<tr data-key="' + esc(k) + '"><td>' + esc(k) + '</td>' +
-        flat.map(function(f){ return '<td class="differs">' + esc(show(f[k])) + '</td>'; }).join('') + '</tr>';
-    }).join('');
-    const mKeys = [];
-    picked.forEach(function(r){ Object.keys(r.metrics || {}).forEach(function(k){ if (mKeys.indexOf(k) < 0) mKeys.push(k); }); });
-    const mRows = mKeys.map(function(k){
-      return '<tr data-key="' + esc(k) + '"><td>' + esc(k) + '</td>' +
-        picked.map(function(r){ return '<td class="num">' + esc(show((r.metrics || {})[k])) + '</td>'; }).join('') + '</tr>';
-    }).join('');
-    const links = picked.map(function(r){
-      let s = esc(r.experiment + '/' + r.run_id);
-      if (r.href) s = '<a href="' + esc(r.href) + '">' + s + '</a> (<a href="' + esc(r.href) + 'config.json">config.json</a>)';
-      if (r.wandb_url) s += ' · <a href="' + esc(r.wandb_url) + '">W&amp;B</a>';
-      return '<li>' + s + '</li>';
-    }).join('');
-    body.innerHTML = '<ul>' + links + '</ul>' +
-      '<h3>Settings that differ (' + diff.length + ')</h3>' +
-      (diff.length ? '<table id="compare-settings">' + head + dRows + '</table>' : '<p>None: same settings.</p>') +
-      '<h3>Metrics</h3><table id="compare-metrics">' + head + mRows + '</table>';
-  }
-  document.getElementById('hide-not-run').addEventListener('change', function(e){
-    document.querySelectorAll('table.report tr[data-status="not run"]').forEach(function(tr){
-      tr.style.display = e.target.checked ? 'none' : '';
-    });
-  });
-  tbody.addEventListener('change', function(e){
-    if (!e.target.classList.contains('sel')) return;
-    const i = +e.target.value;
-    order = order.filter(function(j){ return j !== i; });
-    if (e.target.checked) order.push(i);
-    renderCompare();
-  });
-  document.getElementById('clear-selection').addEventListener('click', function(){
-    tbody.querySelectorAll('input.sel').forEach(function(c){ c.checked = false; });
-    renderCompare();
-  });
-})();
 """
 
 

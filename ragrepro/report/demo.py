@@ -1,7 +1,8 @@
 """A small synthetic results tree written through the real tracking.Run (the same files
 and CSV rows the runner writes): a mini In-Context RALM Table 1, a stride sweep with two
 models, FilCo Table 5 and Fig. 4 pairs, one run synced to W&B and one offline-only.
-Used by the report tests and scripts/screenshot_report.py; numbers are made up."""
+Used by the report tests; numbers are made up, and every run carries metadata.demo = true so
+the dashboard and the tables say DEMO on the page itself."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,9 +24,10 @@ def make_run(root: Path, experiment: str, run_id: str, settings: dict[str, Any],
         (run.work_dir / "wandb" / f"offline-run-20260101_000000-{run_id}").mkdir(parents=True)
     config = {"name": experiment, **settings, "model": {"name": settings.get("model")},
               "wandb": {"mode": wandb_mode}}
+    # metadata.demo: the dashboard and the tables label these runs DEMO
     return run.finish(config, metrics, settings, {"git_commit": "abc1234", "git_dirty": False,
                                                   "wandb_mode": wandb_mode,
-                                                  "wandb_url": wandb_url})
+                                                  "wandb_url": wandb_url, "demo": True})
 
 
 def ralm(model: str, retriever: str | None, rerank: str, **extra: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..io import atomic_write_json
 from .runs import is_missing, to_float
+from .samples import interval_for
 from .spec import MetricInfo, _norm, metric_info
 
 log = logging.getLogger(__name__)
@@ -26,6 +27,8 @@ class Point:
     y: float
     n: int                          # runs averaged (seeds)
     run_ids: list[str]
+    low: float | None = None        # 95% bootstrap CI of a single run's value (error bar)
+    high: float | None = None
 
 
 @dataclass
@@ -82,6 +85,21 @@ def _x_sort_key(x: Any) -> tuple[int, Any]:
     return (0, f) if f is not None else (1, str(x))
 
 
+def _ci(run: Any, metric: str, scale: float) -> tuple[float, float] | None:
+    iv = interval_for(getattr(run, "dir", None), getattr(run, "metrics", None) or {}, metric)
+    return None if iv is None else (scale * iv.low, scale * iv.high)
+
+
+def _point(x: Any, vals: list[tuple[float, str]],
+           ci: dict[str, tuple[float, float] | None]) -> Point:
+    """Mean over the runs at x; a single run's point carries its CI as an error bar."""
+    p = Point(x, sum(v for v, _ in vals) / len(vals), len(vals), [i for _, i in vals])
+    bounds = ci.get(vals[0][1]) if len(vals) == 1 else None
+    if bounds is not None:
+        p.low, p.high = bounds
+    return p
+
+
 def plot_data(spec: dict[str, Any], runs: list[Any], infos: dict[str, MetricInfo]) -> PlotData:
     """Group runs into series (one per model, by default) of (x, mean y) points."""
     exps = set(spec.get("experiments") or [])
@@ -93,6 +111,7 @@ def plot_data(spec: dict[str, Any], runs: list[Any], infos: dict[str, MetricInfo
     groups: dict[tuple[str, ...], dict[Any, list[tuple[float, str]]]] = {}
     used_metrics: list[str] = []
     skipped = []
+    ci: dict[str, tuple[float, float] | None] = {}
     for run in chosen:
         x, _ = _first(run, x_cols)
         y, metric = _first(run, y_cols)
@@ -104,11 +123,12 @@ def plot_data(spec: dict[str, Any], runs: list[Any], infos: dict[str, MetricInfo
             used_metrics.append(metric)
         key = tuple(_norm(run.get(c)) if is_missing(run.get(c)) else str(run.get(c))
                     for c in cols)
-        groups.setdefault(key, {}).setdefault(x, []).append(
-            (yf * metric_info(metric, infos).scale, run.run_id))
+        scale = metric_info(metric, infos).scale
+        groups.setdefault(key, {}).setdefault(x, []).append((yf * scale, run.run_id))
+        ci[run.run_id] = _ci(run, metric, scale)
     series = []
     for key in sorted(groups):
-        points = [Point(x, sum(v for v, _ in vals) / len(vals), len(vals), [i for _, i in vals])
+        points = [_point(x, vals, ci)
                   for x, vals in sorted(groups[key].items(), key=lambda kv: _x_sort_key(kv[0]))]
         label = ", ".join(key) if len(cols) > 1 else key[0]
         series.append(Series(label, dict(zip(cols, key)), points))
@@ -136,7 +156,13 @@ def render(data: PlotData, out_dir: Path, xscale: str | None = None) -> dict[str
         _bars(ax, data)
     else:
         for s in data.series:
-            ax.plot([p.x for p in s.points], [p.y for p in s.points], marker="o", label=s.label)
+            line = ax.plot([p.x for p in s.points], [p.y for p in s.points], marker="o",
+                           label=s.label)[0]
+            bars = [p for p in s.points if p.low is not None and p.high is not None]
+            if bars:  # 95% bootstrap CI of each single-run point
+                ax.errorbar([p.x for p in bars], [p.y for p in bars],
+                            yerr=[[p.y - p.low for p in bars], [p.high - p.y for p in bars]],
+                            fmt="none", ecolor=line.get_color(), capsize=3, alpha=0.7)
         if xscale == "log2" and all(to_float(p.x) and to_float(p.x) > 0
                                     for s in data.series for p in s.points):
             ax.set_xscale("log", base=2)

@@ -15,6 +15,9 @@ log = logging.getLogger(__name__)
 
 # Folders under results/ that hold derived output, never runs.
 DERIVED_DIRS = ("report",)
+# Columns every runner row has (tracking.csv_row); a CSV without them is derived output
+# (a table builder's summary such as results/ralm/table1_summary.csv), never a list of runs.
+RUN_CSV_COLUMNS = frozenset({"run_id", "experiment", "finished_at"})
 
 
 @dataclass
@@ -99,11 +102,20 @@ def _is_derived(path: Path, root: Path) -> bool:
     return bool(rel) and rel[0] in DERIVED_DIRS
 
 
+def _is_run_csv(path: Path) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            header = f.readline().strip().split(",")
+    except (OSError, UnicodeDecodeError):
+        return False
+    return RUN_CSV_COLUMNS <= {h.strip() for h in header}
+
+
 def experiment_csvs(root: Path) -> dict[str, Path]:
-    """experiment name ('ralm/table1') -> results/ralm/table1.csv."""
+    """experiment name ('ralm/table1') -> results/ralm/table1.csv (runner CSVs only)."""
     out = {}
     for path in sorted(root.rglob("*.csv")):
-        if _is_derived(path, root):
+        if _is_derived(path, root) or not _is_run_csv(path):
             continue
         out[path.relative_to(root).with_suffix("").as_posix()] = path
     return out

@@ -7,18 +7,19 @@ at the bottom. `ragrepro table ralm/table1` builds and prints one table.
 from __future__ import annotations
 
 import argparse
-import html
 import logging
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text
 from ..paths import results_dir
+from .keyed import label_shared_cells
 from .paper import PaperNumber, paper_table
 from .runs import RunRecord, is_missing, load_runs, to_float
+from .samples import DEFAULT_STATS
 from .spec import (
     SPEC_DIR,
     Derived,
@@ -29,31 +30,19 @@ from .spec import (
     load_table_specs,
     metric_info,
 )
+from .table_render import (  # noqa: F401 - TableRow, NOT_RUN and renderers re-exported
+    NOT_RUN,
+    TableRow,
+    _describe,
+    header,
+    render_cells,
+    render_html,
+    render_html_table,
+    render_markdown,
+)
+from .table_stats import RowStats, add_test, value_stats
 
 log = logging.getLogger(__name__)
-
-NOT_RUN = "not run"
-
-
-@dataclass
-class TableRow:
-    cell: str                         # the paper's "row · column", or "(no paper cell)"
-    status: str                       # ok | not run | no paper number | incomplete | missing metric
-    keys: dict[str, Any]
-    ours: float | None = None
-    paper: float | None = None
-    diff: float | None = None         # ours - paper, in the paper's unit
-    ours_gain: float | None = None    # (ours - ours baseline) / ours baseline
-    paper_gain: float | None = None
-    metric: str | None = None         # our metric column
-    paper_metric: str | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
-    note: str = ""
-    run_id: str | None = None
-    experiment: str | None = None
-    source: str | None = None
-    pair: dict[str, str] = field(default_factory=dict)   # pair_on values, for grouping
-
 
 @dataclass
 class _Run:
@@ -207,7 +196,8 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
             rows.append(TableRow(f"{cell.row} · {cell.column}", NOT_RUN, dict(cell.keys),
                                  paper=cell.value, paper_gain=paper_gain,
                                  paper_metric=cell.setting.get("metric"), source=cell.source,
-                                 note="no run with these settings yet"))
+                                 note="no run with these settings yet", paper_row=cell.row,
+                                 paper_column=cell.column))
             continue
         for run in matched:
             used.add(id(run))
@@ -229,7 +219,10 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
                              ours=value, metric=metric, settings=_show(run, show),
                              note="; ".join(["the paper reports no number for these keys",
                                              *note]),
-                             run_id=run.rec.run_id, experiment=run.rec.experiment))
+                             run_id=run.rec.run_id, experiment=run.rec.experiment,
+                             stats=value_stats(run.rec, metric,
+                                               metric_info(metric or "", infos).scale)))
+    label_shared_cells(rows, {r.rec.run_id: r.rec for r in wrapped})
     return rows
 
 
@@ -242,6 +235,8 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
     value, metric = run_value(run, candidates, infos)
     notes = comparability_note(run, cell, spec.get("compare") or {}, metric, infos)
     status = "ok"
+    scale = metric_info(metric or "", infos).scale
+    stats = value_stats(run.rec, metric, scale)
     if delta:
         partner = _find_partner(run, wrapped, {delta["key"]: delta["minus"]}, spec_keys, pair_on)
         if partner is None:
@@ -251,6 +246,10 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
             used.add(id(partner))
             other, _ = run_value(partner, [metric] if metric else candidates, infos)
             value = None if value is None or other is None else value - other
+            # a delta's own CI is the paired CI of the difference
+            stats = add_test(RowStats(), run.rec, partner.rec, metric, "diff", scale)
+            stats.n, stats.ci_low, stats.ci_high = (
+                value_stats(run.rec, metric, scale).n, stats.test_low, stats.test_high)
     if value is None and status == "ok":
         status = "missing metric"
         notes.insert(0, f"run has none of {candidates}")
@@ -260,6 +259,9 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
         if base is not None:
             base_value, _ = run_value(base, [metric] if metric else candidates, infos)
             ours_gain = relative_gain(value, base_value)
+            stats = add_test(stats, run.rec, base.rec, metric, "rel", scale)
+            if stats.test_note:
+                notes.append(f"gain CI: {stats.test_note}")
         else:
             notes.append("no paired baseline run for the gain")
     return TableRow(
@@ -269,7 +271,8 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
         paper_metric=cell.setting.get("metric"), settings=_show(run, spec.get("show") or []),
         note="; ".join(notes) or "same setting as the paper", run_id=run.rec.run_id,
         experiment=run.rec.experiment, source=cell.source,
-        pair=dict(zip(pair_on, pair_signature(run, pair_on))))
+        pair=dict(zip(pair_on, pair_signature(run, pair_on))), paper_row=cell.row,
+        paper_column=cell.column, stats=stats)
 
 
 def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumber],
@@ -291,7 +294,8 @@ def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumb
     label = f"{cell.row} · {cell.column}"
     if not groups:
         return [TableRow(label, NOT_RUN, dict(cell.keys), paper=cell.value, source=cell.source,
-                         note="no run with these settings yet")]
+                         note="no run with these settings yet", paper_row=cell.row,
+                         paper_column=cell.column)]
     out = []
     for group in groups.values():
         have = {_norm(r.keys.get(key)) for r in group}
@@ -300,97 +304,17 @@ def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumb
             out.append(TableRow(label, "incomplete", dict(cell.keys), paper=cell.value,
                                 source=cell.source, settings=group[0].settings,
                                 note=f"{len(have & need)} of {len(need)} columns run; "
-                                     f"missing {sorted(need - have)}"))
+                                     f"missing {sorted(need - have)}", paper_row=cell.row,
+                                paper_column=cell.column))
             continue
         value = sum(r.ours for r in group if _norm(r.keys.get(key)) in need) / len(need)
         out.append(TableRow(label, "ok", dict(cell.keys), ours=value, paper=cell.value,
                             diff=None if cell.value is None else value - cell.value,
                             settings=group[0].settings, source=cell.source,
-                            note=f"mean of our {len(need)} per-column values"))
+                            note=f"mean of our {len(need)} per-column values (no CI: the "
+                                 f"columns are different datasets)", paper_row=cell.row,
+                            paper_column=cell.column))
     return out
-
-
-# ------------------------------------------------------------------------- rendering
-def _fmt(value: float | None, digits: int = 2, signed: bool = False) -> str:
-    if value is None:
-        return "–"
-    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
-
-
-def _fmt_gain(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:+.1f}%"
-
-
-def _ours_text(row: TableRow) -> str:
-    if row.status == NOT_RUN:
-        return NOT_RUN
-    if row.ours is None:
-        return row.status
-    return _fmt(row.ours)
-
-
-def render_cells(row: TableRow, show: list[str]) -> list[str]:
-    run = f"{row.experiment}/{row.run_id}" if row.run_id else ""
-    return [row.cell, _ours_text(row), _fmt(row.paper, 1), _fmt(row.diff, 2, signed=True),
-            _fmt_gain(row.ours_gain), _fmt_gain(row.paper_gain), row.metric or "",
-            row.paper_metric or "", *["" if is_missing(row.settings.get(c)) else
-                                      str(row.settings.get(c)) for c in show], row.note, run]
-
-
-def header(show: list[str]) -> list[str]:
-    return ["Paper cell", "Ours", "Paper", "Ours − paper", "Gain vs baseline (ours)",
-            "Gain vs baseline (paper)", "Our metric", "Paper metric", *show,
-            "Comparability", "Run"]
-
-
-def _describe(spec: dict[str, Any], caption: str, n_runs: int) -> list[str]:
-    lines = [(f"Experiments: {', '.join(spec.get('experiments') or []) or '(none)'}; "
-             f"{n_runs} run(s) read.")]
-    if caption:
-        lines.append(f"Paper: {caption}")
-    if spec.get("baseline"):
-        ppl = "ppl" in str(spec.get("metric"))
-        lines.append(f"Gains are relative to the baseline cell {spec['baseline']} with the same "
-                     f"{', '.join(spec.get('pair_on') or [])}"
-                     f"{' (perplexity: a negative gain is an improvement)' if ppl else ''}. "
-                     "At mini scale only the direction of a gain is comparable with the paper.")
-    if spec.get("notes"):
-        lines.append(str(spec["notes"]).strip())
-    return lines
-
-
-def render_markdown(title: str, lines: list[str], rows: list[TableRow], show: list[str]) -> str:
-    def esc(s: str) -> str:
-        return s.replace("|", "\\|").replace("\n", " ")
-
-    out = [f"# {title}", "", *[f"{ln}  " for ln in lines], ""]
-    head = header(show)
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
-    for row in rows:
-        out.append("| " + " | ".join(esc(c) for c in render_cells(row, show)) + " |")
-    return "\n".join(out) + "\n"
-
-
-def render_html_table(rows: list[TableRow], show: list[str], table_id: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header(show))
-    body = []
-    for row in rows:
-        tds = "".join(f"<td>{html.escape(c)}</td>" for c in render_cells(row, show))
-        body.append(f'<tr data-status="{html.escape(row.status)}">{tds}</tr>')
-    attr = f' id="{html.escape(table_id)}"' if table_id else ""
-    return (f'<table class="report"{attr}><thead><tr>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>")
-
-
-def render_html(title: str, lines: list[str], rows: list[TableRow], show: list[str]) -> str:
-    paras = "".join(f"<p>{html.escape(ln)}</p>" for ln in lines)
-    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
-             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
-             "tr[data-status='not run']{color:#888}")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-            f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>{paras}"
-            f"{render_html_table(rows, show)}</body></html>\n")
 
 
 # ------------------------------------------------------------------------- files / CLI
@@ -405,7 +329,7 @@ class BuiltTable:
 
 
 def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, MetricInfo],
-               out_dir: Path) -> BuiltTable:
+               out_dir: Path, title_prefix: str = "") -> BuiltTable:
     paper, table = spec["paper"], spec.get("table")
     cells = paper_table(paper, table) if table else []
     caption = ""
@@ -414,9 +338,13 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
         caption = str(table_info(paper, table).get("caption") or "")
     rows = build_table(spec, cells, runs, infos)
     show = list(spec.get("show") or [])
-    title = str(spec.get("title") or spec["name"])
-    n_runs = sum(1 for r in runs if r.experiment in set(spec.get("experiments") or []))
+    title = title_prefix + str(spec.get("title") or spec["name"])
+    mine = [r for r in runs if r.experiment in set(spec.get("experiments") or [])]
+    n_runs = len(mine)
     lines = _describe(spec, caption, n_runs)
+    lines.append(f"Uncertainty: {DEFAULT_STATS.describe()}.")
+    if any((getattr(r, "metadata", None) or {}).get("demo") for r in mine):
+        lines.insert(0, "DEMO DATA: made-up numbers from ragrepro/report/demo.py, not results.")
     if not table:
         lines.append("The paper reports no number we could transcribe for this table "
                      "(see ragrepro/report/paper_numbers.yaml); our numbers only.")
@@ -430,8 +358,10 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     return BuiltTable(spec["name"], title, lines, rows, show, paths)
 
 
-def build_all(root: Path, spec_dir: Path = SPEC_DIR,
-              names: list[str] | None = None) -> list[BuiltTable]:
+def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = None,
+              title_prefix: str = "") -> list[BuiltTable]:
+    """Every table spec (or `names`) from the runs under root; rehearsal tables pass a
+    title_prefix that says so."""
     runs = load_runs(root)
     infos = load_metric_infos(spec_dir)
     specs = load_table_specs(spec_dir)
@@ -440,7 +370,7 @@ def build_all(root: Path, spec_dir: Path = SPEC_DIR,
         if not specs:
             known = sorted({s["name"] for s in load_table_specs(spec_dir)})
             raise ConfigError(f"No report table for {names}. Known tables: {', '.join(known)}.")
-    return [build_spec(s, runs, infos, root / "report") for s in specs]
+    return [build_spec(s, runs, infos, root / "report", title_prefix) for s in specs]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -41,7 +41,7 @@ def test_grounding_rules():
 def test_real_fanout_grounded_set():
     recs = load_qa("fanout-grounded", "dev")
     leads = {p.title: p.text for p in corpus_passages()}
-    assert 60 <= len(recs) <= 90  # 73 with our rules (environment.md counts 79, see README)
+    assert 60 <= len(recs) <= 90  # 73 with our rules (environment.md counts 79, see docs/datasets.md)
     assert len({r.qid for r in recs}) == len(recs)
     for r in recs:
         (title,) = r.gold_titles

@@ -62,16 +62,68 @@ def test_bridge_structure(rows, leads):
     assert all(r["bridge_entity"] is None for r in rows if r["hops"] == 1)
 
 
-def test_splits_follow_the_recorded_hash_rule(rows):
-    def rule(qid: str) -> str:
-        b = int(hashlib.sha256(qid.encode()).hexdigest()[:8], 16) % 10
-        return "train" if b < 6 else "dev" if b < 8 else "test"
+def _generator():
+    import importlib.util
+    from pathlib import Path
 
-    assert all(r["split"] == rule(r["qid"]) for r in rows)
+    spec = importlib.util.spec_from_file_location(
+        "make_vital_qa", Path(__file__).resolve().parents[2] / "scripts" / "make_vital_qa.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_gold_article_is_shared_across_splits(rows):
+    # embedded-v1 split by qid: 17 of 62 test questions shared a gold article with train
+    by_split: dict[str, set[str]] = {}
+    for r in rows:
+        by_split.setdefault(r["split"], set()).update(r["gold_titles"])
+    assert set(by_split) == {"train", "dev", "test"}
+    assert not by_split["train"] & by_split["test"]
+    assert not by_split["train"] & by_split["dev"]
+    assert not by_split["dev"] & by_split["test"]
     share = Counter(r["split"] for r in rows)
     n = len(rows)
     assert 0.5 < share["train"] / n < 0.7 and 0.12 < share["dev"] / n < 0.28
     assert 0.12 < share["test"] / n < 0.28
+    assert {h for r in rows if r["split"] == "test" for h in [r["hops"]]} == {1, 2}
+
+
+def test_article_groups_join_questions_through_shared_articles():
+    mod = _generator()
+    # q0-q1 share B, q1-q2 share C: one group rooted at the smallest title "A"; q3 alone
+    roots = mod.article_groups([["B", "A"], ["C", "B"], ["C"], ["Z"]])
+    assert roots == ["A", "A", "A", "Z"]
+    splits = mod.assign_splits([["B", "A"], ["C", "B"], ["C"], ["Z"]], pinned=frozenset())
+    assert splits[:3] == [mod.split_of("A")] * 3 and splits[3] == mod.split_of("Z")
+    # a pinned title pulls its whole group into train
+    assert mod.assign_splits([["Y"], ["Y", "X"]], pinned=frozenset({"X"})) == ["train"] * 2
+    # the hash rule itself: sha256 hex prefix mod 10, 0-5 train, 6-7 dev, 8-9 test
+    b = int(hashlib.sha256(b"Z").hexdigest()[:8], 16) % 10
+    assert mod.split_of("Z") == ("train" if b < 6 else "dev" if b < 8 else "test")
+
+
+def test_prompt_demonstration_articles_are_train_only(rows):
+    from riches.prompts import load_prompt
+
+    demo_titles = {st["title"] for name in ("single_hop", "multi_hop")
+                   for ex in load_prompt(name)["examples"] for st in ex["steps"]}
+    assert demo_titles == set(_generator().PINNED_TRAIN)
+    for r in rows:
+        if demo_titles & set(r["gold_titles"]):
+            assert r["split"] == "train", r["qid"]
+
+
+def test_variant_names_the_file_version():
+    from pathlib import Path
+
+    from omegaconf import OmegaConf
+
+    from ragrepro.data.loaders import VITAL_QA_VERSION
+
+    conf = Path(__file__).resolve().parents[2] / "conf" / "dataset"
+    for name in ("vital-qa", "vital-qa-bridge"):
+        assert OmegaConf.load(conf / f"{name}.yaml").variant == VITAL_QA_VERSION == "embedded-v2"
 
 
 def test_loader_filters(rows):
@@ -85,13 +137,6 @@ def test_loader_filters(rows):
 
 
 def test_generator_script_reproduces_the_file(rows):
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "make_vital_qa", Path(__file__).resolve().parents[2] / "scripts" / "make_vital_qa.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    built, problems = mod.build()
+    built, problems = _generator().build()
     assert problems == []
     assert built == rows

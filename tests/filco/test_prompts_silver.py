@@ -55,6 +55,48 @@ def test_code_test_format_puts_context_first():
                  "context.\n\ncontext: ctx\nquestion: who?")
 
 
+def test_code_test_fever_as_replace_context_builds_it():
+    # get_input_text_fever on the README's M_ctx input (--question_prefix claim, no
+    # --answer_prefix judgement): the label list moves before "in the context", no
+    # "If the 'context'..." sentence; the claim is right-stripped, the context kept as given
+    p = gen_prompt(FEVER, "The sky is green.  ", "ctx ", fmt="code_test")
+    assert p == ("Given the ['context', 'claim'], predict the judgement to the claim "
+                 "('SUPPORTS' or 'REFUTES') in the context.\n\ncontext: ctx \n"
+                 "claim: The sky is green.")
+    # M_ctx built with --answer_prefix judgement: its instruction carries the FEVER note,
+    # which replace_context keeps after the (replaced) first sentence
+    q = gen_prompt(FEVER, "The sky is green.", "ctx", fmt="code_test",
+                   ctx_answer_prefix="judgement")
+    assert q == ("Given the ['context', 'claim'], predict the judgement to the claim "
+                 "('SUPPORTS' or 'REFUTES') in the context.('SUPPORTS' or 'REFUTES')\n"
+                 "If the 'context' does not provide enough information to judge the claim, "
+                 "use your own knowledge instead.\n\ncontext: ctx\nclaim: The sky is green.")
+
+
+def test_code_test_wow_as_replace_context_builds_it():
+    # get_input_text_wow: its own instruction and blank lines between the three parts
+    p = gen_prompt(WOW, "Hi!\nI love dogs. ", "Dogs are pets.", fmt="code_test")
+    assert p == ("Given the ['context', 'query'], predict the response to the conversation in "
+                 "the context.\n\ncontext: Dogs are pets.\n\nquery: Hi!\nI love dogs.")
+
+
+def test_code_test_right_strips_the_question_and_keeps_an_empty_context():
+    p = gen_prompt(QA, "who? ", "", fmt="code_test")
+    assert p.endswith("\n\ncontext: \nquestion: who?")
+
+
+def test_training_inputs_are_stripped_as_get_inputs_does():
+    # get_ict_io returns full_input_text.strip(): a trailing space or an empty passage
+    # does not leave "context: " with its space
+    assert ctx_prompt(QA, "who?", ["p1 "]).endswith("\ncontext: p1")
+    assert ctx_prompt(QA, "who?", [""]).endswith("\ncontext:")
+    assert gen_prompt(QA, "who?", "").endswith("question: who?\ncontext:")
+    assert gen_prompt(QA, "who?", "s. ").endswith("\ncontext: s.")
+    # the M_ctx instruction gets the FEVER note only with --answer_prefix judgement
+    assert "If the 'context'" not in ctx_prompt(FEVER, "c", ["p"])
+    assert "If the 'context'" in ctx_prompt(FEVER, "c", ["p"], "judgement")
+
+
 def test_code_cxmi_strings():
     with_s, base = code_cxmi_inputs("who?", "S.")
     assert base == ("question: Given the ['context', 'question'], predict the answer to the "
@@ -66,6 +108,42 @@ def test_clean_output_keeps_text_after_last_prefix():
     assert clean_output("answer: foo answer: Bizet ") == "Bizet"
     assert clean_output("judgement: SUPPORTS") == "SUPPORTS"
     assert clean_output("plain") == "plain"
+    assert clean_output("Answer: Paris") == "Paris"
+    assert clean_output("RESPONSE: hi") == "hi"
+
+
+def test_official_clean_output():
+    from filco.official import eval_clean, llama_clean, official_prediction
+
+    # eval.py folds "Answer" to "answer" before cutting: "Answer: Paris" scores as "Paris"
+    assert eval_clean("Answer: Paris") == "Paris"
+    assert eval_clean("The above context is (-23.0) helpful. answer: Violet Alva") == "Violet Alva"
+    # markers are cut in order answer, response, judgement, score (last occurrence each)
+    assert eval_clean("response: a answer: b") == "b"
+    assert eval_clean("answer: a Response: b") == "b"
+    assert eval_clean("Judgement: SUPPORTS") == "SUPPORTS"
+    # only the capitalised spelling is folded; other casings stay
+    assert eval_clean("ANSWER: Paris") == "ANSWER: Paris"
+    # the fold applies to the whole text, answers included; no marker: not stripped
+    assert eval_clean("Answer: The Answer Man") == "The answer Man"
+    assert eval_clean(" plain ") == " plain "
+    # query_llama.py lower-cases first and cuts at "predictions:"
+    assert llama_clean("Predictions: Answer: Paris") == "answer: paris"
+    assert official_prediction("Predictions: ANSWER: Paris", "causal") == "paris"
+    assert official_prediction("ANSWER: Paris", "seq2seq") == "ANSWER: Paris"
+    assert official_prediction("Answer: Paris", "seq2seq") == "Paris"
+
+
+def test_cxmi_scores_first_answer_in_code_mode():
+    from filco.silver import cxmi_output
+
+    ex = Example("q", "who?", ("Bizet", "Georges Bizet"), ("Georges Bizet wrote it.",), "nq")
+    # paper: M_gen's target (choose_output: the first answer found in the top passage)
+    assert cxmi_output(MeasureSpec.from_mode("cxmi", "paper"), ex) == "Bizet"
+    ex2 = Example("q", "who?", ("G. Bizet", "Bizet"), ("Bizet wrote it.",), "nq")
+    assert cxmi_output(MeasureSpec.from_mode("cxmi", "paper"), ex2) == "Bizet"
+    # code: measure_ctxs.calc_cxmi scores answers[0], whatever the passages hold
+    assert cxmi_output(MeasureSpec.from_mode("cxmi", "code"), ex2) == "G. Bizet"
 
 
 def test_choose_output_code_rule():

@@ -85,7 +85,8 @@ def setup(tmp_path, monkeypatch):
 
 
 def gen_contexts(log) -> list[str]:
-    return [p.split("\ncontext: ", 1)[1][:-1] for p in log["gen"]]  # drop the trailing "\n"
+    # drop the trailing "\n"; an empty context is "context:" (the input is stripped as a whole)
+    return [p.split("\ncontext:", 1)[1][:-1].removeprefix(" ") for p in log["gen"]]
 
 
 def test_full_feeds_all_passages(setup):
@@ -143,3 +144,30 @@ def test_rerun_resumes_from_samples(setup, tmp_path):
     assert [r["prediction"] for r in again] == [r["prediction"] for r in records]
     samples = tmp_path / "results" / "filco" / "test" / "tmp_resume" / "samples.jsonl"
     assert len(samples.read_text().splitlines()) == 2  # no duplicate records
+
+
+@pytest.mark.parametrize("i,raw,ours,code,code_score", [
+    # the fake LMs are causal: query_llama.py lower-cases, then eval.py cuts at "answer:"
+    (0, "Answer: Paris", "Paris", "paris", 1.0),
+    (1, "ANSWER: Paris", "Paris", "paris", 1.0),
+    (2, "Predictions: answer: Paris", "Paris", "paris", 1.0),
+    (3, "Paris, answer: Lyon", "Lyon", "lyon", 0.0),
+])
+def test_score_code_uses_the_official_extraction(setup, monkeypatch, i, raw, ours, code,
+                                                 code_score):
+    monkeypatch.setattr(FakeLM, "respond", lambda self, prompt: raw)
+    records, _ = setup("full", run_id=f"clean{i}")
+    r = records[0]
+    assert (r["prediction"], r["prediction_code"], r["score_code"]) == (ours, code, code_score)
+
+
+def test_score_code_for_seq2seq_follows_query_py(setup, monkeypatch):
+    # query.py + eval.py: capitalised "Answer" is folded, other casings are not
+    monkeypatch.setattr(FakeLM, "kind", "seq2seq")
+    monkeypatch.setattr(FakeLM, "respond", lambda self, prompt: "ANSWER: Paris")
+    import filco.encoding
+
+    monkeypatch.setattr(filco.encoding, "prompt_ids", lambda lm, s, n=None: lm.encode(s))
+    records, _ = setup("full", run_id="s2s")
+    assert records[0]["prediction"] == "Paris"
+    assert records[0]["prediction_code"] == "ANSWER: Paris" and records[0]["score_code"] == 0.0

@@ -118,10 +118,28 @@ def test_denominator_is_all_questions_and_missing_is_unattributed(tiny_t5):
              AttributionItem("Where?", "Sydney", None, None),
              AttributionItem("Where?", "  ", "x", "y")]
     res = AutoAIS(scorer).evaluate(items)
-    assert res.metrics == {"autoais": 0.25}
+    # a toy T5 is not the TRUE checkpoint: its number is a substitute, never `autoais`
+    assert res.metrics == {"autoais_substitute": 0.25}
     assert [p["attributed"] for p in res.per_sample] == [True, False, False, False]
     assert [p["missing"] for p in res.per_sample] == [None, "answer", "passage", "answer"]
-    assert res.settings["autoais_canonical"] is False  # a toy model, not the TRUE checkpoint
+    assert res.settings["autoais_canonical"] is False
+    assert res.settings["autoais_substitute"] == "t5:tiny"
+
+
+def test_only_the_true_checkpoint_reports_autoais(tiny_t5):
+    from ragrepro.metrics.autoais import TRUE_MODEL
+
+    model, tok = tiny_t5
+    items = [AttributionItem("What is the capital of France?", "Paris", "Paris", "Paris.")]
+    for name in ("tiny", "google/t5-small", "t5_xxl_true_nli_mixture"):
+        ev = AutoAIS(T5NLIScorer(model, tok, name, threshold=0.0))
+        assert ev.is_substitute and ev.result_key == "autoais_substitute", name
+        assert set(ev.evaluate(items).metrics) == {"autoais_substitute"}
+    # the same weights under the TRUE name: the label follows the checkpoint name
+    true = AutoAIS(T5NLIScorer(model, tok, TRUE_MODEL, threshold=0.0))
+    res = true.evaluate(items)
+    assert res.metrics == {"autoais": 1.0}
+    assert res.settings["autoais_canonical"] is True and "autoais_substitute" not in res.settings
 
 
 def test_registered_metric_thresholds_stored_scores():

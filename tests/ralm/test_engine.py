@@ -157,3 +157,28 @@ def test_text_shorter_than_one_window_is_one_window_without_retrieval():
     recs = StreamEval(lm, settings(), src, encode_doc).run(STREAM[:20])
     assert len(recs) == 1 and recs[0]["n_scored"] == 19 and src.queries == []
     assert recs[0]["nll_sum"] == pytest.approx(sum(1.0 + (t % 5) for t in STREAM[1:20]))
+
+
+class WordLM(FakeLM):
+    """Decodes token i to WORDS[i % len(WORDS)], spaced as a BPE decode leaves them."""
+
+    WORDS = ("Paris", " is", " n't", " here", " .", " It", " 's", " big", " ,", " ok", " ?")
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.WORDS[i % len(self.WORDS)] for i in ids)
+
+
+@pytest.mark.parametrize("clean,expected", [
+    (True, "Paris isn't here. It's big, ok?"),     # official: transformers 4.28 decode default
+    (False, "Paris is n't here . It 's big , ok ?"),
+])
+def test_query_clean_spaces_switch(clean, expected):
+    src = FakeSource()
+    s = settings(query_len=11, query_clean_spaces=clean)
+    stream = [i % 11 for i in range(60)]  # the query ending at token 44 is the whole sentence
+    StreamEval(WordLM(), s, src, encode_doc).run(stream)
+    assert expected in src.queries
+
+
+def test_query_clean_spaces_defaults_to_the_official_behaviour():
+    assert settings().query_clean_spaces is True

@@ -179,3 +179,18 @@ def test_smollm_closed_book_one_question(tmp_path, smollm):
         ids = smollm.tokenizer(s["prompt"])["input_ids"]
         again = smollm.generate([ids], max_new_tokens=10)[0]
         assert smollm.decode(again, skip_special_tokens=True) == s["generation"]
+
+
+def test_record_with_fewer_docs_than_num_docs_keeps_the_many_docs_template(tmp_path):
+    # official eval_qa.py picks the template from --num_docs: a record holding one ctx under
+    # num_docs=3 reads "Based on these texts" with the one document it has
+    data = tmp_path / "qa.jsonl"
+    row = {"qid": "q1", "question": "Who wrote Hamlet", "answers": ["William Shakespeare"],
+           "passages": [{"pid": "p0", "title": "Hamlet", "text": "A play."}]}
+    data.write_text(json.dumps(row) + "\n")
+    run = Run("t/qa", "r9", tmp_path / "res")
+    run.start()
+    qa_mod.run(_cfg(data, num_docs=3, doc_source="dataset"), run, lm=FakeLM(ANSWERS))
+    (sample,) = run.done_samples()
+    assert sample["prompt"] == ("Hamlet\n\nA play.\n\nBased on these texts, answer these "
+                                "questions:\nQ: who wrote Hamlet?\nA:")

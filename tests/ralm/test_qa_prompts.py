@@ -27,6 +27,20 @@ def test_many_docs_prompt():
     assert two == "A\n\na\n\nB\n\nb\n\nBased on these texts, answer these questions:\nQ: q?\nA:"
 
 
+def test_template_follows_num_docs_not_the_documents_a_record_has():
+    # eval_qa.py build_qa_prompt(example, num_docs=k): k >= 2 takes "these texts" even when
+    # the record has fewer ctxs than k; only num_docs == 1 uses "this text"
+    short = qa_prompt("q?", [("A", "a")], num_docs=5)
+    assert short == "A\n\na\n\nBased on these texts, answer these questions:\nQ: q?\nA:"
+    assert qa_prompt("q?", [("A", "a"), ("B", "b"), ("C", "c")], num_docs=2) == \
+        "A\n\na\n\nB\n\nb\n\nBased on these texts, answer these questions:\nQ: q?\nA:"
+    assert qa_prompt("q?", [("A", "a"), ("B", "b")], num_docs=1) == \
+        "A\n\na\n\nBased on this text, answer these questions:\nQ: q?\nA:"
+    assert qa_prompt("q?", [("A", "a")], num_docs=0) == "Answer these questions:\nQ: q?\nA:"
+    with pytest.raises(ConfigError, match="num_docs=1"):
+        qa_prompt("q?", [], num_docs=1)
+
+
 @pytest.mark.parametrize("raw,expected", [
     ("Who wrote Hamlet", "who wrote Hamlet?"),
     ("who wrote Hamlet?", "who wrote Hamlet?"),

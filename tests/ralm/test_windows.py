@@ -124,3 +124,19 @@ def test_rerank_spans_zero_shot_and_oracle():
     assert ids[a:b] == stream[w.target_start:w.end]
     with pytest.raises(ConfigError, match="overlaps"):
         rerank_input(stream, w, list(range(50)), rerank_tokens=16, oracle=False)
+
+
+def test_clean_up_tokenization_equals_the_tokenizers_own_clean_up(smollm):
+    """query_text(.., True) must equal what decode(.., clean_up_tokenization_spaces=True) gave
+    in transformers 4.28 (the official eval_lm.py's default): the raw decode passed through the
+    tokenizer's clean_up_tokenization. transformers 5 ignores that flag for BPE tokenizers, so
+    the method is called directly."""
+    from ralm.windows import clean_up_tokenization, query_text
+
+    text = "He said , \" it 's n't here . \" Why ? They 've gone ! We 're ' ok ' I 'm sure"
+    raw = smollm.tokenizer.decode(smollm.encode(text), clean_up_tokenization_spaces=False)
+    assert raw == text
+    cleaned = smollm.tokenizer.clean_up_tokenization(raw)
+    assert cleaned == "He said, \" it'sn't here. \" Why? They've gone! We're'ok'I'm sure"
+    assert clean_up_tokenization(raw) == cleaned == query_text(raw, True)
+    assert query_text(raw, False) == raw

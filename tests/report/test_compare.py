@@ -37,3 +37,32 @@ def test_compare_prefix_and_errors(results, capsys, caplog):
     with pytest.raises(SystemExit):
         main(["nosuchrun", "r1base", "--results", str(results)])
     assert "No run 'nosuchrun'" in caplog.text
+
+
+def _qa_run(root, run_id, em):
+    from ragrepro.tracking import Run
+
+    run = Run("ralm/table4", run_id, root)
+    run.start()
+    for i, v in enumerate(em):
+        run.add_sample({"qid": f"q{i}", "em": v})
+    run.finish({"name": "ralm/table4"}, {"em": sum(em) / len(em), "num_examples": len(em)},
+               {"model": "m", "num_docs": run_id}, {})
+
+
+def test_compare_shows_ci_and_the_paired_test_against_the_first_run(tmp_path, capsys):
+    _qa_run(tmp_path, "zero", [0.0, 0.0, 0.0])
+    _qa_run(tmp_path, "one", [1.0, 1.0, 1.0])
+    _qa_run(tmp_path, "same", [0.0, 0.0, 0.0])
+    main(["zero", "one", "same", "--results", str(tmp_path), "--resamples", "200"])
+    out = capsys.readouterr().out
+    metrics = out.split("Metrics (value [95% CI] n")[1].split("Paired against")[0]
+    # every resample of identical values has the same mean: the CI is a point
+    assert any(ln.split() == ["em", "0", "[0,", "0]", "n=3", "1", "[1,", "1]", "n=3", "0",
+                              "[0,", "0]", "n=3"] for ln in metrics.splitlines())
+    paired = out.split("Paired against [1]")[1]
+    assert "200 resamples, seed 0" in paired
+    em = next(ln for ln in paired.splitlines() if ln.startswith("em "))
+    # one vs zero: +1 on every question; exact permutation p = 2 / 2**3
+    assert "+1 [+1, +1] p=0.25 ≠0" in em
+    assert "+0 [+0, +0] p=1 ≈0 (CI includes 0)" in em

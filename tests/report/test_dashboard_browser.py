@@ -1,6 +1,6 @@
 """results/index.html as a person sees it: headless Chromium opens the page from disk,
 reads the tables through the DOM, filters, sorts, selects runs to compare, and saves a
-screenshot for the README (results/report/screenshot.png)."""
+screenshot of the demo page (in the test's tmp folder, never over the README's)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +8,6 @@ import shutil
 
 import pytest
 
-from ragrepro.paths import results_dir
 from ragrepro.report.browser import INSTALL_HINT, Chromium
 from ragrepro.report.build import build_report
 
@@ -46,14 +45,29 @@ def test_dashboard_in_chromium(results, browser):
     assert b.eval("document.title") == "ragrepro results"
     assert len(_visible_ids(b)) == 13
 
-    # The paper table holds our number, the paper's, the difference and both gains.
+    # Demo data says so on the page itself.
+    assert "DEMO DATA" in b.eval("document.getElementById('demo-banner').innerText")
+
+    # The paper-shaped grid shows the rows we ran; the others are folded away.
+    grid = {r[0]: r[1:] for r in _cells(b, "#grid-ralm-table1 tbody tr")}
+    assert sorted(grid) == ["GPT-2 S, -, -", "GPT-2 S, BM25, -", "GPT-2 S, BM25, zero-shot"]
+    assert grid["GPT-2 S, BM25, zero-shot"][0].split("\n") == [
+        "28.00 [no CI]", "vs baseline -30.0% [no CI]", "paper 28.6"]
+    assert b.eval("document.querySelector('#sec-ralm-table1 details.not-run-rows').open") \
+        is False
+
+    # The full table (one click away) holds our number, n, the paper's, the difference
+    # and both gains.
+    for sec in ("ralm-table1", "filco-table5"):
+        b.eval(f"document.querySelector('#sec-{sec} details.all-rows').open = true")
     rows = {r[0]: r for r in _cells(b, "#table-ralm-table1 tbody tr")}
     assert len(rows) == 80
-    assert rows["GPT-2 S, BM25, zero-shot · WT-103"][1:6] == ["28.00", "28.6", "-0.60",
-                                                            "-30.0%", "-23.7%"]
-    assert rows["GPT-2 M, BM25, - · WT-103"][1:3] == ["not run", "21.5"]
+    assert rows["GPT-2 S, BM25, zero-shot · WT-103"][1:7] == [
+        "28.00 [no CI]", "", "28.6", "-0.60", "-30.0% [no CI]", "-23.7%"]
+    assert rows["GPT-2 M, BM25, - · WT-103"][1:4] == ["not run", "", "21.5"]
     filco = {r[0]: r for r in _cells(b, "#table-filco-table5 tbody tr")}
-    assert filco["FilCo, top-5 · NQ"][1:6] == ["52.00", "61.8", "-9.80", "+30.0%", "+29.8%"]
+    assert filco["FilCo, top-5 · NQ"][1:7] == ["52.00 [no CI]", "", "61.8", "-9.80",
+                                               "+30.0% [no CI]", "+29.8%"]
 
     # The runs table shows each run's metrics; sorting by ppl_word orders them.
     col = b.eval("Array.from(document.querySelectorAll('#runs-table thead th'))"
@@ -87,7 +101,9 @@ def test_dashboard_in_chromium(results, browser):
     assert b.eval("document.querySelectorAll('#runs-table tr.selected').length") == 2
 
     b.eval("window.scrollTo(0, 0)")
-    shot = b.screenshot(results_dir() / "report" / "screenshot.png")
+    # demo data never becomes the README screenshot: that one comes from real runs
+    # (scripts/screenshot_report.py)
+    shot = b.screenshot(results.parent / "demo_screenshot.png")
     assert shot.stat().st_size > 10_000
 
     b.eval("document.getElementById('clear-selection').click()")

@@ -63,3 +63,27 @@ def test_percent_metrics_are_scaled_and_bars_work(tmp_path):
     assert [(p.x, p.y) for p in data.series[0].points] == [(0, pytest.approx(10.0)),
                                                            (2, pytest.approx(25.0))]
     assert "%" in data.y_label
+
+
+def test_single_run_points_carry_their_95_ci_as_error_bars(tmp_path):
+    import math
+
+    from ragrepro.tracking import Run
+
+    root = tmp_path / "results"
+    for stride, nlls in ((2, [30.0, 50.0]), (4, [40.0, 40.0])):
+        run = Run("ralm/fig5", f"s{stride}", root)
+        run.start()
+        for i, x in enumerate(nlls):   # two blocks of 128 scored tokens, 100 words in all
+            run.add_sample({"text": 0, "window": i, "nll_sum": x, "n_scored": 128})
+        run.finish({}, {"ppl_word": math.exp(80 / 100), "n_words": 100, "n_tokens": 256},
+                   ralm("smollm2-135m", "bm25", "first", stride=stride,
+                        retrieval_stride=stride), {})
+    data = plot_data(_spec("ralm_fig5_stride"), load_runs(root), load_metric_infos())
+    points = {p.x: p for p in data.series[0].points}
+    # a resample of two blocks is exp(60/100) (p=1/4), exp(80/100) (1/2) or exp(100/100)
+    # (1/4): with 2000 resamples the 2.5% and 97.5% quantiles are the two extremes
+    assert points[2].low < points[2].y < points[2].high
+    assert (points[2].low, points[2].high) == pytest.approx((math.exp(0.6), math.exp(1.0)))
+    # equal blocks: every resample gives the same perplexity, a zero-width bar
+    assert points[4].low == pytest.approx(points[4].y) == pytest.approx(points[4].high)

@@ -143,10 +143,11 @@ def test_files_and_cli(results, capsys):
     built = build_all(results, names=["ralm/table1"])
     assert [b.name for b in built] == ["ralm/table1"]
     md = (results / "report/ralm/table1.md").read_text()
-    assert "| GPT-2 S, BM25, zero-shot · WT-103 | 28.00 | 28.6 | -0.60 | -30.0% | -23.7% |" in md
-    assert "| GPT-2 M, -, - · WT-103 | not run | 26.3 |" in md
+    assert ("| GPT-2 S, BM25, zero-shot · WT-103 | 28.00 [no CI] |  | 28.6 | -0.60 | "
+            "-30.0% [no CI] | -23.7% |") in md
+    assert "| GPT-2 M, -, - · WT-103 | not run |  | 26.3 |" in md
     html = (results / "report/ralm/table1.html").read_text()
-    assert "<td>28.00</td><td>28.6</td><td>-0.60</td>" in html
+    assert "<td>28.00 [no CI]</td><td></td><td>28.6</td><td>-0.60</td>" in html
     main(["filco/fig4", "--results", str(results)])  # an experiment name works too
     assert "FilCo, Fig. 4" in capsys.readouterr().out
 

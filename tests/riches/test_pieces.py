@@ -10,8 +10,9 @@ from riches_fakes import ID, WORDS, decode, ids, toy_constraint
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from riches import markers
+from riches.baselines import auto_k
 from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
-from riches.pipeline import analyse_keys, auto_k, evidence_text
+from riches.pipeline import analyse_keys, evidence_text
 from riches.prompts import example_key, load_prompt, parse_answer
 from riches.propositions import build_prompt, choose, parse_rewrite, supported
 from riches.tables import build_table, to_markdown
@@ -136,23 +137,59 @@ def test_auto_k_reads_the_riches_run(tmp_path) -> None:
     assert auto_k(cfg, 7) == (7, "default")
 
 
-def test_table_keeps_last_run_per_setting() -> None:
-    rows = [{"key_type": "title", "f1_squad": "0.1", "model": "m", "dataset": "d", "n": "15"},
-            {"key_type": "title", "f1_squad": "0.3", "model": "m", "dataset": "d", "n": "15"},
+def test_table_one_row_per_setting_and_refuses_two_runs_of_one_setting() -> None:
+    from ragrepro.errors import DataError
+
+    rows = [{"key_type": "title", "f1_squad": "0.3", "model": "m", "dataset": "d", "n": "15"},
             {"key_type": "sentence", "f1_squad": "0.25", "model": "m", "dataset": "d", "n": "15"}]
     header, body = build_table(rows, ["key_type"])
     assert header[:2] == ["key_type", "f1_squad"]
-    assert [r[:5] for r in body] == [["sentence", "0.250", "15", "m", "d"],
-                                     ["title", "0.300", "15", "m", "d"]]
+    # no run folders here: no per-sample records, said in the cell
+    assert [r[:5] for r in body] == [["sentence", "0.250 (no CI)", "15", "m", "d"],
+                                     ["title", "0.300 (no CI)", "15", "m", "d"]]
     _, beams = build_table([{"beam_size": b, "model": "m"} for b in ("10", "5", "1", "20")],
                            ["beam_size"])
     assert [r[0] for r in beams] == ["1", "5", "10", "20"]
     md = to_markdown("t", header, body)
     assert md.count("\n| ") == 3
+    # a second title run with another limit used to replace the first silently
+    other = {"key_type": "title", "f1_squad": "0.1", "model": "m", "dataset": "d", "n": "5",
+             "limit": "5"}
+    with pytest.raises(DataError, match="differ in limit"):
+        build_table([*rows, other], ["key_type"])
+
+
+def _riches_run(root, run_id, method, f1):
+    import json
+
+    d = root / run_id
+    d.mkdir(parents=True)
+    (d / "samples.jsonl").write_text("".join(json.dumps({"qid": f"q{i}", "f1_squad": v}) + "\n"
+                                             for i, v in enumerate(f1)))
+    settings = {"dataset_hops": 1, "riches_method": method, "model": "m", "dataset": "d"}
+    (d / "metrics.json").write_text(json.dumps({"metrics": {"f1_squad": sum(f1) / len(f1)},
+                                                "settings": settings}))
+    return {"run_id": run_id, "dataset_hops": "1", "riches_method": method, "retriever": "",
+            "k": "", "model": "m", "dataset": "d", "f1_squad": str(sum(f1) / len(f1))}
+
+
+def test_main_table_pairs_riches_with_each_baseline_on_the_same_questions(tmp_path) -> None:
+    from riches.tables import TABLES
+
+    rows = [_riches_run(tmp_path, "r", "riches", [1.0, 1.0, 0.5, 0.0]),
+            _riches_run(tmp_path, "n", "no_retrieval", [0.0, 0.0, 0.5, 0.0])]
+    header, body = build_table(rows, TABLES["main"], lambda r: tmp_path / r["run_id"])
+    col = header.index("RICHES − row: f1_squad")
+    by = {b[1]: b for b in body}
+    assert by["riches"][col] == ""
+    # differences (1, 1, 0, 0): +0.5; swapping either non-zero unit alone gives 0, so
+    # exact permutation p = 8 / 16; resamples of only the two tied questions give 0: ≈0
+    assert by["no_retrieval"][col] == "+0.500 [+0.000, +1.000] p=0.50 ≈0"
+    assert by["riches"][header.index("f1_squad")].startswith("0.625 [")
 
 
 def test_lookup_benchmark_hook_small() -> None:
-    from riches.bench import lookup_benchmark
+    from benchmarks.riches_index import lookup_benchmark
 
     row = lookup_benchmark(30_000, "synthetic", n_walks=20)
     assert row["bytes_per_token"] == 6 and row["n_tokens"] >= 30_000
@@ -177,7 +214,7 @@ def test_time_walks_counts_rows_read_per_step() -> None:
     next two steps scans the 4 suffix-array rows of its span: 8 rows over 3 steps."""
     import numpy as np
 
-    from riches.bench import time_walks
+    from benchmarks.riches_index import time_walks
     from riches.index import SuffixIndex
 
     keys = [np.array([7, 8, 9])] * 4
@@ -196,4 +233,4 @@ def test_main_table_keeps_bm25_and_dense_baselines_apart() -> None:
                                                                        ("dense-minilm", "0.4"))]
     header, body = build_table(rows, TABLES["main"])
     assert [(b[header.index("retriever")], b[header.index("f1_squad")]) for b in body] == [
-        ("bm25", "0.500"), ("dense-minilm", "0.400")]
+        ("bm25", "0.500 (no CI)"), ("dense-minilm", "0.400 (no CI)")]

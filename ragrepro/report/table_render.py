@@ -1,0 +1,134 @@
+"""Rendering of the config-driven paper tables: the row model (TableRow), Markdown and HTML
+(every number with its 95% CI and n, gains with their paired CI, p-value and ≈0 mark)."""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from .runs import is_missing
+from .table_stats import RowStats, fmt_ci, fmt_test
+
+NOT_RUN = "not run"
+
+
+@dataclass
+class TableRow:
+    cell: str                         # the paper's "row · column", or "(no paper cell)"
+    status: str                       # ok | not run | no paper number | incomplete | missing metric
+    keys: dict[str, Any]
+    ours: float | None = None
+    paper: float | None = None
+    diff: float | None = None         # ours - paper, in the paper's unit
+    ours_gain: float | None = None    # (ours - ours baseline) / ours baseline
+    paper_gain: float | None = None
+    metric: str | None = None         # our metric column
+    paper_metric: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+    run_id: str | None = None
+    experiment: str | None = None
+    source: str | None = None
+    pair: dict[str, str] = field(default_factory=dict)   # pair_on values, for grouping
+    label: str = ""                   # settings telling this run from others in its cell
+    paper_row: str = ""               # the paper's row and column labels, for the grid view
+    paper_column: str = ""
+    stats: RowStats = field(default_factory=RowStats)    # n, CI, paired test (table unit)
+
+
+# ------------------------------------------------------------------------- rendering
+def _fmt(value: float | None, digits: int = 2, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.{digits}f}" if signed else f"{value:.{digits}f}"
+
+
+def _fmt_gain(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:+.1f}%"
+
+
+def _ours_text(row: TableRow) -> str:
+    if row.status == NOT_RUN:
+        return NOT_RUN
+    if row.ours is None:
+        return row.status
+    return fmt_ci(row.ours, row.stats.ci_low, row.stats.ci_high)
+
+
+def _ours_gain_text(row: TableRow) -> str:
+    if row.ours_gain is None:
+        return "–"
+    return _fmt_gain(row.ours_gain) + fmt_test(row.stats, percent=True)
+
+
+def _n_text(row: TableRow) -> str:
+    return "" if row.stats.n is None else str(row.stats.n)
+
+
+def render_cells(row: TableRow, show: list[str]) -> list[str]:
+    run = f"{row.experiment}/{row.run_id}" if row.run_id else ""
+    return [row.cell, _ours_text(row), _n_text(row), _fmt(row.paper, 1),
+            _fmt(row.diff, 2, signed=True), _ours_gain_text(row), _fmt_gain(row.paper_gain),
+            row.metric or "", row.paper_metric or "",
+            *["" if is_missing(row.settings.get(c)) else str(row.settings.get(c))
+              for c in show], row.note, run]
+
+
+def header(show: list[str]) -> list[str]:
+    return ["Paper cell", "Ours [95% CI]", "n", "Paper", "Ours − paper",
+            "Gain vs baseline (ours) [95% CI] p", "Gain vs baseline (paper)", "Our metric",
+            "Paper metric", *show, "Comparability", "Run"]
+
+
+def _describe(spec: dict[str, Any], caption: str, n_runs: int) -> list[str]:
+    lines = [(f"Experiments: {', '.join(spec.get('experiments') or []) or '(none)'}; "
+             f"{n_runs} run(s) read.")]
+    if caption:
+        lines.append(f"Paper: {caption}")
+    if spec.get("baseline"):
+        ppl = "ppl" in str(spec.get("metric"))
+        lines.append(f"Gains are relative to the baseline cell {spec['baseline']} with the same "
+                     f"{', '.join(spec.get('pair_on') or [])}"
+                     f"{' (perplexity: a negative gain is an improvement)' if ppl else ''}. "
+                     "At mini scale only the direction of a gain is comparable with the paper.")
+    if spec.get("notes"):
+        lines.append(str(spec["notes"]).strip())
+    return lines
+
+
+def render_markdown(title: str, lines: list[str], rows: list[TableRow], show: list[str]) -> str:
+    def esc(s: str) -> str:
+        return s.replace("|", "\\|").replace("\n", " ")
+
+    out = [f"# {title}", "", *[f"{ln}  " for ln in lines], ""]
+    head = header(show)
+    out.append("| " + " | ".join(head) + " |")
+    out.append("|" + "---|" * len(head))
+    for row in rows:
+        out.append("| " + " | ".join(esc(c) for c in render_cells(row, show)) + " |")
+    return "\n".join(out) + "\n"
+
+
+def render_html_table(rows: list[TableRow], show: list[str], table_id: str = "") -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header(show))
+    body = []
+    comment = header(show).index("Comparability")
+    for row in rows:
+        tds = "".join(f"<td class=\"comment\">{html.escape(c)}</td>" if i == comment else
+                      f"<td>{html.escape(c)}</td>"
+                      for i, c in enumerate(render_cells(row, show)))
+        body.append(f'<tr data-status="{html.escape(row.status)}">{tds}</tr>')
+    attr = f' id="{html.escape(table_id)}"' if table_id else ""
+    return (f'<table class="report"{attr}><thead><tr>{head}</tr></thead>'
+            f"<tbody>{''.join(body)}</tbody></table>")
+
+
+def render_html(title: str, lines: list[str], rows: list[TableRow], show: list[str]) -> str:
+    paras = "".join(f"<p>{html.escape(ln)}</p>" for ln in lines)
+    style = ("body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;"
+             "font-size:13px}td,th{border:1px solid #ccc;padding:3px 6px}"
+             "tr[data-status='not run']{color:#888}"
+             "td.comment{min-width:28em;white-space:normal}")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
+            f"</title><style>{style}</style></head><body><h1>{html.escape(title)}</h1>{paras}"
+            f"{render_html_table(rows, show)}</body></html>\n")
