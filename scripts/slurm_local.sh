@@ -113,7 +113,7 @@ pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 stop() {
   if [ -f "$CONF" ] && pid_alive "$DIR/slurmctld.pid"; then
-    SLURM_CONF="$CONF" scancel --full --state=RUNNING,PENDING -u root 2>/dev/null || true
+    SLURM_CONF="$CONF" scancel -u root 2>/dev/null || true
   fi
   # SIGTERM to all three at once, then wait for them together (10 s), then SIGKILL
   local pids=() names=()
