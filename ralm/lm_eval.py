@@ -155,8 +155,17 @@ def run(cfg: DictConfig, run: Run) -> Result:
     settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
 
     source, retriever_settings = None, None
-    exclude = forbidden_titles(cfg) if s.rerank != "none" else []
-    if s.rerank != "none":
+    exclude = forbidden_titles(cfg) if s.rerank not in ("none", "gold") else []
+    if s.rerank == "gold":
+        from .gold import GoldSource
+
+        if rfile:
+            raise ConfigError("ralm.rerank=gold uses the evaluated articles as documents; "
+                              "drop retrieval.from_file / ralm.retrieval_file.")
+        source = GoldSource(docs, streams, lambda ids: lm.decode(ids, skip_special_tokens=True),
+                            joined=stream_mode == "joined")
+        retriever_settings = {"name": "gold"}
+    elif s.rerank != "none":
         with run.timed("retriever"):
             if rfile:
                 texts_entries = off.read_file(rfile)
@@ -296,5 +305,6 @@ def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mod
         "word_count": word_rule, "stream": stream_mode, "add_bos": bool(lm.add_bos),
         "window_bos": s.window_bos, "retrieval_file": rfile,
         "forbidden_titles": str(cfg.ralm.get("forbidden_titles", "auto")),
-        "corpus": cfg.corpus.get("name") if s.rerank != "none" and not rfile else None,
+        "corpus": (cfg.corpus.get("name") if s.rerank not in ("none", "gold") and not rfile
+                   else None),
     }

@@ -17,7 +17,13 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from ragrepro.paths import CONF_DIR, results_dir
-from ragrepro.rehearsal.cells import CellResult, first_line, sweep_cells, write_summary
+from ragrepro.rehearsal.cells import (
+    CellResult,
+    coverage_problem,
+    first_line,
+    sweep_cells,
+    write_summary,
+)
 
 log = logging.getLogger("rehearse")
 
@@ -36,8 +42,10 @@ def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
         cfg = compose("config", overrides=[f"experiment={experiment}", "rehearsal=cpu",
                                            "wandb.mode=disabled", *cell, *extra])
         check_config(cfg)
-        execute(cfg)
-        status, error = "ok", ""
+        metrics = execute(cfg)
+        rerank = OmegaConf.select(cfg, "ralm.rerank", default=None)
+        error = coverage_problem(rerank, metrics)
+        status = "failed" if error else "ok"
     except Exception as e:  # noqa: BLE001 - every failure is a row of the summary
         log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())
         status, error = "failed", first_line(e)

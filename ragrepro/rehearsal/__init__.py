@@ -13,7 +13,7 @@ from pathlib import Path
 
 log = logging.getLogger(__name__)
 
-FIXTURES_VERSION = 4
+FIXTURES_VERSION = 5
 PREBUILT = {"wikipedia-dpr": "index/wikipedia-dpr"}
 _ACTIVE: dict[str, Path] = {}
 

@@ -36,6 +36,15 @@ class CellResult:
     error: str = ""
 
 
+def coverage_problem(rerank: str | None, metrics: dict | None) -> str:
+    """Why a finished cell still proves too little ('' when fine): a retrieval cell whose
+    text fit in the first window never retrieved."""
+    if rerank not in (None, "none") and metrics and metrics.get("n_windows_with_doc") == 0:
+        return (f"rerank={rerank} but no window had a document: the fixture text is shorter "
+                f"than one window, so retrieval was never exercised")
+    return ""
+
+
 def first_line(err: BaseException) -> str:
     text = f"{type(err).__name__}: {err}".strip()
     return text.splitlines()[0][:300] if text else type(err).__name__

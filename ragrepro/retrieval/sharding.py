@@ -15,7 +15,7 @@ import numpy as np
 from omegaconf import DictConfig
 
 from ..errors import ConfigError
-from ..runner import Result
+from ..pipeline import Result
 from ..tracking import Run
 
 log = logging.getLogger(__name__)

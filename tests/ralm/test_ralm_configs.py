@@ -42,7 +42,7 @@ def test_experiment_and_every_sweep_cell_compose(name):
         cell = _compose([f"experiment={name}"] + [f"{k}={v}" for k, v in zip(keys, combo)])
         OmegaConf.to_container(cell, resolve=True)  # every interpolation resolves
         assert cell.ralm.rerank in ("none", "first", "random", "zeroshot", "oracle",
-                                    "predictive")
+                                    "predictive", "gold")
         if cell.ralm.rerank == "predictive":
             assert "reranker" in cell
         assert cell.retrieval.from_file is None

@@ -148,3 +148,20 @@ def test_a_ci_excluding_zero_with_a_large_permutation_p_is_borderline():
     assert "1 of 1**: m bm25 +3.0% (retrieval helps)." in text
     assert "Of these, 1 have a permutation p >= 0.05" in text
     assert table1._gain_cells({**row, "gain_p": 0.01})[2] == "**yes**"
+
+
+def test_upper_bounds_are_shown_but_never_answer_the_headline(tmp_path):
+    write_run(tmp_path, "a", "smollm2-135m", "none", 40.0, 1)
+    write_run(tmp_path, "b", "smollm2-135m", "first", 41.0, 1)
+    write_run(tmp_path, "o", "smollm2-135m", "oracle", 30.0, 1)
+    write_run(tmp_path, "g", "smollm2-135m", "gold", 20.0, 1)
+    write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
+    cells = table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1"))
+    text = table1.headline(cells)
+    assert "? No**" in text and "30.00" not in text and "20.00" not in text
+    runs = table1.finished_runs(tmp_path, "ralm/table1")
+    rows = [(r["rerank"], r["retrieval"], r["gain_vs_no_retrieval_pct"])
+            for r in table1.rows_of(runs, ST) if r["model"] == "smollm2-135m"]
+    # gains: (40 - 30) / 40 = 25%, (40 - 20) / 40 = 50%; gold has no retriever
+    assert rows == [("none", "-", None), ("first", "bm25", -2.5), ("oracle", "bm25", 25.0),
+                    ("gold", "own article", 50.0)]

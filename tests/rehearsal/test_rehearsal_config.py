@@ -85,6 +85,15 @@ def test_generation_is_capped():
     assert caps["riches.max_new_tokens"] == 16 and caps["riches.iterative.max_new_tokens"] == 16
 
 
+def test_a_retrieval_cell_that_never_retrieved_fails_the_rehearsal():
+    from ragrepro.rehearsal.cells import coverage_problem
+
+    assert "never exercised" in coverage_problem("first", {"n_windows_with_doc": 0})
+    assert coverage_problem("first", {"n_windows_with_doc": 3}) == ""
+    assert coverage_problem("none", {"n_windows_with_doc": 0}) == ""
+    assert coverage_problem(None, {"em": 0.0}) == ""
+
+
 def test_summary_csv_and_md(tmp_path):
     rows = [CellResult("ralm/paper/fig4", "model=opt-125m", "ok", 1.25),
             CellResult("ralm/paper/fig4", "model=opt-66b", "failed", 0.5, "ConfigError: x")]
