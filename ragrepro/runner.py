@@ -4,30 +4,22 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from .cluster import sweep_group
 from .codeversion import announce_reuse, mixed
 from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
 from .paths import results_dir
+from .pipeline import Pipeline, Result
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Result:
-    """What a pipeline returns: aggregate metrics and the settings that change them."""
-
-    metrics: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def seed_everything(seed: int) -> None:
@@ -67,7 +59,7 @@ def row_dtype(cfg: DictConfig) -> str | None:
     return dtype
 
 
-def _resolve_pipeline(cfg: DictConfig):
+def _resolve_pipeline(cfg: DictConfig) -> Pipeline:
     target = OmegaConf.select(cfg, "pipeline._target_")
     if not target:
         raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
@@ -77,14 +69,32 @@ def _resolve_pipeline(cfg: DictConfig):
     return get_method(target)
 
 
+def run_for(resolved: dict[str, Any]) -> Run:
+    """The run (folders, CSV) a resolved config writes to; launchers use it to skip
+    finished cells before submitting them."""
+    experiment = str(resolved.get("name") or "default")
+    return Run(experiment, run_id_of(resolved), Path(resolved.get("results_dir") or results_dir()))
+
+
+def _sweep_dir() -> str | None:
+    """The multirun folder when this run is one cell of a sweep (any launcher)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    return str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
+
+
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
     """Run the experiment described by cfg; returns its metrics (or the finished ones)."""
     if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         _enter_rehearsal(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
-    experiment = str(cfg.get("name") or "default")
-    run = Run(experiment, run_id_of(resolved), Path(cfg.get("results_dir") or results_dir()))
+    run = run_for(resolved)
+    experiment = run.experiment
     code = git_state()
     if run.is_finished() and not cfg.get("overwrite", False):
         log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
@@ -103,7 +113,9 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
               allow_code_change=bool(cfg.get("allow_code_change", False)))
     log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)
-    mirror = WandbMirror(dict(resolved.get("wandb") or {}), experiment,
+    wandb_cfg = dict(resolved.get("wandb") or {})
+    wandb_cfg["group"] = sweep_group(experiment, _sweep_dir(), wandb_cfg.get("group"))
+    mirror = WandbMirror(wandb_cfg, experiment,
                          str(cfg.get("method") or "run"), run.run_id, run.work_dir)
     failed = True
     try:
@@ -114,6 +126,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
                     "packages": package_versions(), "machine": machine(),
                     "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
+                    "wandb_group": wandb_cfg["group"],
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)
         _mirror_safely(mirror, result.metrics, settings, run)

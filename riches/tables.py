@@ -58,7 +58,8 @@ def _settings_of(run_dir: RunDir) -> Callable[[dict[str, str]], dict]:
     def settings(r: dict[str, str]) -> dict:
         recorded = run_metrics(run_dir(r))[1]
         return recorded or {k: v for k, v in r.items() if k not in METRICS and k not in
-                            ("run_id", "finished_at", "wall_s", "git_commit", "git_dirty")}
+                            ("run_id", "finished_at", "wall_s", "git_commit", "git_dirty",
+                             "code_version", "code_id", "code_versions_mixed")}
     return settings
 
 

@@ -35,6 +35,9 @@ def _file_hash_cached(path: Path) -> str:
     return table[key]
 
 
+file_hash_cached = _file_hash_cached  # public name for other modules (ragrepro.ladder)
+
+
 def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
     """Dequantise a GGUF file into a transformers folder once, keyed by the file's hash."""
     if not gguf_path.exists():
