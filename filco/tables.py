@@ -109,8 +109,9 @@ def _f(x: object, nd: int = 1) -> str:
 OUTPUTS = frozenset({"score", "score_code", "context_precision", "input_tokens",
                      "context_tokens", "context_empty", "silver_empty_train", "metric",
                      "metric_code", "recall_answer", "recall_title", "precision", "git_commit",
-                     "git_dirty", "wall_s", "finished_at", "code_version", "code_id",
-                     "code_versions_mixed"})
+                     "git_dirty", "wall_s", "finished_at", "em_squad", "f1_squad", "accuracy",
+                     "em_filco_code", "f1_char_filco_code", "unigram_precision",
+                     "recall_at_k", "code_version", "code_id", "code_versions_mixed"})
 
 
 def with_run_dirs(rows: Sequence[dict], runs_dir: Path) -> list[dict]:

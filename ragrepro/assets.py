@@ -53,8 +53,19 @@ def fanoutqa_file(split: str = "dev") -> Path:
     return package_dir("fanoutqa", "fanoutqa") / "data" / f"fanout-final-{split}.json"
 
 
+def _ladder(name: str):
+    def get() -> Path:
+        from .ladder import ladder_gguf
+
+        return ladder_gguf(name)
+    return get
+
+
 EMBEDDED = {
     "smollm2": smollm2_gguf,
     "gemma3": gemma3_gguf,
     "minilm": minilm_dir,
+    # opt-in Qwen2.5-Coder-Instruct ladder (`make setup-ladder`; ragrepro/ladder.py)
+    "qwen2.5-coder-0.5b": _ladder("qwen2.5-coder-0.5b"),
+    "qwen2.5-coder-1.5b": _ladder("qwen2.5-coder-1.5b"),
 }

@@ -14,6 +14,7 @@ SUBCOMMANDS = {
     "compare": "ragrepro.report.compare:main",
     "table": "ragrepro.report.tables:main",
     "report": "ragrepro.report.build:main",
+    "plan": "ragrepro.plan:main",
 }
 
 

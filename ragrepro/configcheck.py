@@ -9,7 +9,7 @@ from .errors import ConfigError, did_you_mean
 from .paths import CONF_DIR
 
 CHECKED_GROUPS = ("experiment", "model", "dataset", "retriever", "scorer_model", "reranker")
-DTYPES = ("float32", "bfloat16", "float16")
+DTYPES = ("float32", "bfloat16", "float16", "checkpoint")  # checkpoint: model.checkpoint_dtype
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:

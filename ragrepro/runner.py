@@ -4,30 +4,22 @@ from __future__ import annotations
 import logging
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from .cluster import sweep_group
 from .codeversion import announce_reuse, mixed
 from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
 from .paths import results_dir
+from .pipeline import Pipeline, Result
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Result:
-    """What a pipeline returns: aggregate metrics and the settings that change them."""
-
-    metrics: dict[str, Any]
-    settings: dict[str, Any] = field(default_factory=dict)
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def seed_everything(seed: int) -> None:
@@ -42,7 +34,7 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
     """Settings every row carries; pipelines add their own."""
     out: dict[str, Any] = {"method": cfg.get("method"), "scale": cfg.get("scale"),
                            "seed": cfg.get("seed"), "limit": cfg.get("limit"),
-                           "dtype": cfg.get("dtype")}
+                           "dtype": row_dtype(cfg)}
     if "model" in cfg and cfg.model is not None:
         out["model"] = cfg.model.get("name")
         out["model_revision"] = cfg.model.get("revision")
@@ -50,10 +42,24 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
         out["dataset"] = cfg.dataset.get("name")
         out["dataset_variant"] = cfg.dataset.get("variant")
         out["split"] = cfg.dataset.get("split")
+        from .data.loaders import hub_split_source
+
+        source = hub_split_source(cfg.dataset.get("name"), cfg.dataset.get("split"),
+                                  cfg.dataset.get("path"))
+        if source:
+            out["split_source"] = source
     return out
 
 
-def _resolve_pipeline(cfg: DictConfig):
+def row_dtype(cfg: DictConfig) -> str | None:
+    """The dtype the model actually loads in (dtype=checkpoint resolved), for every row."""
+    dtype = cfg.get("dtype")
+    if dtype == "checkpoint":
+        return OmegaConf.select(cfg, "model.checkpoint_dtype", default=None) or dtype
+    return dtype
+
+
+def _resolve_pipeline(cfg: DictConfig) -> Pipeline:
     target = OmegaConf.select(cfg, "pipeline._target_")
     if not target:
         raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
@@ -63,12 +69,32 @@ def _resolve_pipeline(cfg: DictConfig):
     return get_method(target)
 
 
+def run_for(resolved: dict[str, Any]) -> Run:
+    """The run (folders, CSV) a resolved config writes to; launchers use it to skip
+    finished cells before submitting them."""
+    experiment = str(resolved.get("name") or "default")
+    return Run(experiment, run_id_of(resolved), Path(resolved.get("results_dir") or results_dir()))
+
+
+def _sweep_dir() -> str | None:
+    """The multirun folder when this run is one cell of a sweep (any launcher)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized():
+        return None
+    hydra_cfg = HydraConfig.get()
+    return str(hydra_cfg.sweep.dir) if hydra_cfg.mode == RunMode.MULTIRUN else None
+
+
 def execute(cfg: DictConfig) -> dict[str, Any] | None:
     """Run the experiment described by cfg; returns its metrics (or the finished ones)."""
+    if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        _enter_rehearsal(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
-    experiment = str(cfg.get("name") or "default")
-    run = Run(experiment, run_id_of(resolved), Path(cfg.get("results_dir") or results_dir()))
+    run = run_for(resolved)
+    experiment = run.experiment
     code = git_state()
     if run.is_finished() and not cfg.get("overwrite", False):
         log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
@@ -79,11 +105,17 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
         return finished["metrics"]
     pipeline = _resolve_pipeline(cfg)
+    if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        from .plan import check_fits
+
+        check_fits(cfg)  # a cell that cannot fit is refused before any download
     seed_everything(int(cfg.get("seed", 0)))
     run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
               allow_code_change=bool(cfg.get("allow_code_change", False)))
     log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)
-    mirror = WandbMirror(dict(resolved.get("wandb") or {}), experiment,
+    wandb_cfg = dict(resolved.get("wandb") or {})
+    wandb_cfg["group"] = sweep_group(experiment, _sweep_dir(), wandb_cfg.get("group"))
+    mirror = WandbMirror(wandb_cfg, experiment,
                          str(cfg.get("method") or "run"), run.run_id, run.work_dir)
     failed = True
     try:
@@ -94,6 +126,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
                     "packages": package_versions(), "machine": machine(),
                     "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
+                    "wandb_group": wandb_cfg["group"],
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)
         _mirror_safely(mirror, result.metrics, settings, run)
@@ -103,6 +136,17 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         return result.metrics
     finally:
         mirror.finish(failed=failed)
+
+
+def _enter_rehearsal(cfg: DictConfig) -> None:
+    """Stand-ins, fixtures and results/rehearsal/ (docs/rehearsal.md); locations only."""
+    from . import rehearsal
+    from .rehearsal.config import apply
+
+    given = OmegaConf.select(cfg, "rehearsal.fixtures", default=None)
+    root = Path(str(given)) if given else rehearsal.ensure_fixtures()
+    rehearsal.activate(root)
+    apply(cfg, root, results_dir())
 
 
 def _mirror_safely(mirror: WandbMirror, metrics: dict[str, Any], settings: dict[str, Any],

@@ -7,7 +7,7 @@ import logging
 from omegaconf import DictConfig
 
 from .metrics import get_metric
-from .runner import Result
+from .pipeline import Result
 from .tracking import Run
 
 log = logging.getLogger(__name__)

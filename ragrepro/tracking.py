@@ -37,8 +37,11 @@ log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
-                           "fault", "hydra", "notes", "tags", "allow_code_change"})
-_SECRET = re.compile(r"(api_?key|token|secret|password)", re.IGNORECASE)
+                           "fault", "hydra", "notes", "tags", "allow_code_change",
+                           "resources"})
+# Credential-like key names only: a bare "token" substring would also hide settings such as
+# doc_max_tokens or rerank_tokens, and configs could no longer be compared.
+_SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)
 
 
 def scrub_secrets(obj: Any) -> Any:

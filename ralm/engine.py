@@ -187,7 +187,7 @@ class StreamEval:
         for ch in new:
             if not ch.docs:
                 continue  # no document: the window is scored without retrieval
-            if s.rerank == "first":
+            if s.rerank in ("first", "gold"):
                 ch.chosen = rr.choose_first(len(ch.docs))
             elif s.rerank == "random":
                 ch.chosen = rr.choose_random(len(ch.docs), s.seed, ch.window)

@@ -19,12 +19,14 @@ from ragrepro.errors import ConfigError
 from ragrepro.io import read_jsonl_tolerant
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.perplexity import WORD_COUNT_RULES, count_words
-from ragrepro.paths import CONF_DIR
-from ragrepro.runner import Result
+from ragrepro.named_configs import load_model
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from . import official_format as off
+from .documents import doc_encoder, forbidden_titles, hit_dict
 from .engine import EvalSettings, StreamEval
+from .reranker import get_reranker
 from .windows import Window
 
 log = logging.getLogger(__name__)
@@ -52,46 +54,9 @@ def streams_of(docs: Sequence[LMDoc], mode: str) -> list[str]:
     raise ConfigError(f"ralm.stream={mode!r}; use one of {STREAMS}.")
 
 
-def forbidden_titles(cfg: DictConfig) -> list[str]:
-    """`auto`: wiki-vital -> its held-out LM titles; wikitext-103 -> the official 125-line
-    list, which must be given as a file (ralm.forbidden_titles=PATH); others -> none."""
-    value = cfg.ralm.get("forbidden_titles", "auto")
-    if value in (None, "none"):
-        return []
-    if value != "auto":
-        p = Path(str(value)).expanduser()
-        if not p.exists():
-            raise ConfigError(f"ralm.forbidden_titles={value!r}: file not found. Give a text "
-                              f"file with one title per line, `auto` or `none`.")
-        return [t.strip().strip('"') for t in p.read_text(encoding="utf-8").splitlines()
-                if t.strip()]
-    name = cfg.dataset.get("name")
-    if name == "wiki-vital":
-        from ragrepro.data.vital import heldout_titles
-
-        return heldout_titles()
-    if name == "wikitext-103":
-        raise ConfigError(
-            "WikiText-103 needs the official forbidden-titles list (its dev/test articles, "
-            "removed from Wikipedia retrieval): download ralm/retrievers/"
-            "wikitext103_forbidden_titles.txt from AI21Labs/in-context-ralm and set "
-            "ralm.forbidden_titles=/path/to/it (or ralm.forbidden_titles=none to skip the filter).")
-    return []
-
-
-def load_model_by_name(cfg: DictConfig, name: str):
+def load_model_by_name(cfg: DictConfig, name: str) -> tuple[Any, dict[str, Any]]:
     """Instantiate conf/model/<name>.yaml with this run's dtype and device."""
-    from hydra.utils import instantiate
-
-    path = CONF_DIR / "model" / f"{name}.yaml"
-    if not path.exists():
-        from ragrepro.configcheck import group_options
-        from ragrepro.errors import unknown_name
-
-        raise unknown_name("model config", name, group_options("model"))
-    node = OmegaConf.create({"dtype": cfg.dtype, "device": cfg.device,
-                             "m": OmegaConf.load(path)})
-    return instantiate(node.m), OmegaConf.to_container(node.m, resolve=True)
+    return load_model(name, str(cfg.dtype), str(cfg.device))
 
 
 def eval_settings(cfg: DictConfig) -> EvalSettings:
@@ -123,10 +88,6 @@ def retrieval_file(cfg: DictConfig) -> str | None:
 
 
 # -- document sources -----------------------------------------------------------------------
-def hit_dict(h: Any) -> dict[str, Any]:
-    return {"id": h.pid, "title": h.title, "text": h.text, "score": float(h.score)}
-
-
 class RetrieverSource:
     def __init__(self, retriever: Any, k: int, exclude: Sequence[str]):
         self.retriever, self.k, self.exclude = retriever, k, list(exclude)
@@ -149,24 +110,6 @@ class FileSource:
 
 
 # -- the pipeline ---------------------------------------------------------------------------
-def _doc_encoder(lm: Any, max_tokens: int, bos_first: bool):
-    """The official encoding of a document: title + "\\n" + text, tokenizer.encode with its
-    default special tokens, truncated to max_tokens."""
-    cache: dict[str, list[int]] = {}
-
-    def encode(doc: dict) -> list[int]:
-        text = off.doc_text(doc)
-        if text not in cache:
-            ids = lm.tokenizer(text, add_special_tokens=True, truncation=True,
-                               max_length=max_tokens)["input_ids"]
-            if bos_first and lm.bos_id is not None and (not ids or ids[0] != lm.bos_id):
-                ids = ([lm.bos_id] + list(ids))[:max_tokens]
-            cache[text] = list(ids)
-        return cache[text]
-
-    return encode
-
-
 def _other_zeroshot(scorer: Any, lm: Any, s: EvalSettings, encode_doc_scorer):
     """Zero-shot ranking with a scoring LM that is not the evaluated one (paper Table 3):
     the window's prefix is decoded and re-encoded with the scorer's tokenizer, the document
@@ -212,8 +155,17 @@ def run(cfg: DictConfig, run: Run) -> Result:
     settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
 
     source, retriever_settings = None, None
-    exclude = forbidden_titles(cfg) if s.rerank != "none" else []
-    if s.rerank != "none":
+    exclude = forbidden_titles(cfg) if s.rerank not in ("none", "gold") else []
+    if s.rerank == "gold":
+        from .gold import GoldSource
+
+        if rfile:
+            raise ConfigError("ralm.rerank=gold uses the evaluated articles as documents; "
+                              "drop retrieval.from_file / ralm.retrieval_file.")
+        source = GoldSource(docs, streams, lambda ids: lm.decode(ids, skip_special_tokens=True),
+                            joined=stream_mode == "joined")
+        retriever_settings = {"name": "gold"}
+    elif s.rerank != "none":
         with run.timed("retriever"):
             if rfile:
                 texts_entries = off.read_file(rfile)
@@ -238,15 +190,13 @@ def run(cfg: DictConfig, run: Run) -> Result:
     predict = None
     reranker_info: dict[str, Any] = {}
     if s.rerank == "predictive":
-        from .reranker import get_reranker
-
         with run.timed("reranker"):
             predict, reranker_info = get_reranker(cfg, lm, source_for_training(cfg, s))
     zs_other, scorer_info = None, None
     if scorer_name and scorer_name != cfg.model.name:
         with run.timed("load_scorer"):
             scorer, scorer_info = load_model_by_name(cfg, scorer_name)
-        zs_other = _other_zeroshot(scorer, lm, s, _doc_encoder(scorer, s.doc_max_tokens,
+        zs_other = _other_zeroshot(scorer, lm, s, doc_encoder(scorer, s.doc_max_tokens,
                                                                scorer.add_bos))
 
     done: dict[tuple[int, int], dict] = {(d["text"], d["window"]): d
@@ -268,7 +218,7 @@ def run(cfg: DictConfig, run: Run) -> Result:
             append_line(rpath, json.dumps({"text": text_index, **rec}, ensure_ascii=False))
         return f
 
-    encode_doc = _doc_encoder(lm, s.doc_max_tokens, s.window_bos)
+    encode_doc = doc_encoder(lm, s.doc_max_tokens, s.window_bos)
     all_records: list[list[dict]] = []
     evaluators: list[StreamEval] = []
     total = sum(len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams)
@@ -355,5 +305,6 @@ def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mod
         "word_count": word_rule, "stream": stream_mode, "add_bos": bool(lm.add_bos),
         "window_bos": s.window_bos, "retrieval_file": rfile,
         "forbidden_titles": str(cfg.ralm.get("forbidden_titles", "auto")),
-        "corpus": cfg.corpus.get("name") if s.rerank != "none" and not rfile else None,
+        "corpus": (cfg.corpus.get("name") if s.rerank not in ("none", "gold") and not rfile
+                   else None),
     }

@@ -6,7 +6,7 @@ reranking), a full forward pass with vocabulary logits at every position, `outpu
 scaled by the target length, the retrieved document written over the first positions of the
 window, and zero-shot/oracle ranking by the summed cross-entropy of one `[num_docs, L]` pass.
 The production engine (ralm.engine) must give the same NLL sum; the equivalence test and the
-throughput benchmark (ralm.bench) both compare against this module.
+throughput benchmark (benchmarks/ralm_throughput.py) both compare against this module.
 
 Quirks kept on purpose: token 0 is never scored; the retrieval path computes its loss in the
 model's dtype (no float32 cast); per-token losses of document-less windows are recomputed from

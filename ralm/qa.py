@@ -27,7 +27,7 @@ from tqdm import tqdm
 from ragrepro.data.records import QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.metrics import get_metric
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from .prompts import normalize_question, qa_prompt

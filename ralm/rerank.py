@@ -9,6 +9,8 @@ Strategies (`ralm.rerank`):
   on [doc; earlier prefix] (paper Eq. 6). The scoring LM may differ from the evaluated LM.
 - `oracle`: the document minimising the NLL of the actual target tokens (upper bound, Fig. 7).
 - `predictive`: the highest score of a trained reranker (§6.2, Eq. 7-8).
+- `gold`: no retriever; the evaluated text's own article is the only document (a deliberate
+  leak, the mechanism's upper bound; ralm/gold.py).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ import numpy as np
 
 from ragrepro.errors import ConfigError, NumericsError
 
-STRATEGIES = ("none", "first", "random", "zeroshot", "oracle", "predictive")
+STRATEGIES = ("none", "first", "random", "zeroshot", "oracle", "predictive", "gold")
 LM_SCORED = ("zeroshot", "oracle")
 
 

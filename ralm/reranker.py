@@ -21,22 +21,18 @@ from ragrepro.data.records import LMDoc
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
 from ragrepro.io import atomic_write_json, read_json
-from ragrepro.paths import CONF_DIR, cache_dir
+from ragrepro.named_configs import group_config, load_model, model_config
+from ragrepro.paths import cache_dir
 
 from . import official_format as off
 from . import predictive as pr
+from .documents import doc_encoder, forbidden_titles, hit_dict
 
 log = logging.getLogger(__name__)
 
 
 def encoder_cfg(name: str) -> dict[str, Any]:
-    path = CONF_DIR / "encoder" / f"{name}.yaml"
-    if not path.exists():
-        from ragrepro.configcheck import group_options
-        from ragrepro.errors import unknown_name
-
-        raise unknown_name("encoder config", name, group_options("encoder"))
-    return dict(OmegaConf.to_container(OmegaConf.load(path), resolve=True))
+    return dict(OmegaConf.to_container(group_config("encoder", name), resolve=True))
 
 
 def training_texts(cfg: DictConfig, rc: DictConfig) -> list[LMDoc]:
@@ -89,7 +85,6 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
 
     from ragrepro.retrieval import retriever_from_config
 
-    from .lm_eval import _doc_encoder, forbidden_titles, hit_dict
     from .windows import query_span, query_text
 
     rc, r = cfg.reranker, cfg.ralm
@@ -109,7 +104,7 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
                for _, t, b in pending]
     # one extra hit, because the text's own article is dropped afterwards
     hits = retriever.search(queries, k + 1, exclude_titles=banned)
-    encode_doc = _doc_encoder(lm, int(r.doc_max_tokens), bool(lm.add_bos))
+    encode_doc = doc_encoder(lm, int(r.doc_max_tokens), bool(lm.add_bos))
     rows, kept = [], []
     for (doc, toks, b), hs in zip(pending, hits):
         ds = [hit_dict(h) for h in hs if h.title != doc.title][:k]
@@ -136,8 +131,6 @@ def make_examples(cfg: DictConfig, lm: Any, texts: list[LMDoc]) -> list[pr.Examp
 
 def get_reranker(cfg: DictConfig, lm: Any, _source: Any = None):
     """(predict(prefix_text, docs) -> scores, info). Trains once per training config."""
-    from .lm_eval import load_model_by_name
-
     rc = cfg.get("reranker")
     if rc is None:
         raise ConfigError("ralm.rerank=predictive needs a `reranker` config (e.g. "
@@ -147,14 +140,11 @@ def get_reranker(cfg: DictConfig, lm: Any, _source: Any = None):
         label_lm = lm
         label_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     else:
-        label_lm, label_cfg = None, None
-        path = CONF_DIR / "model" / f"{label_name}.yaml"
-        if path.exists():
-            label_cfg = OmegaConf.to_container(OmegaConf.create(
-                {"dtype": cfg.dtype, "device": cfg.device, "m": OmegaConf.load(path)}).m,
-                resolve=True)
-    if label_cfg is None:
-        raise ConfigError(f"reranker.label_model={label_name!r}: no conf/model/{label_name}.yaml.")
+        label_lm = None
+        try:
+            label_cfg = model_config(str(label_name), str(cfg.dtype), str(cfg.device))
+        except ConfigError as e:
+            raise ConfigError(f"reranker.label_model={label_name!r}: {e}") from None
     enc = encoder_cfg(str(rc.encoder))
     dkey = data_key(cfg, rc, label_cfg)
     train_keys = ("arch", "max_length", "steps", "batch_size", "lr", "weight_decay",
@@ -177,7 +167,7 @@ def get_reranker(cfg: DictConfig, lm: Any, _source: Any = None):
             examples = pr.examples_from_json(read_json(data_path))
         else:
             if label_lm is None:
-                label_lm, _ = load_model_by_name(cfg, label_name)
+                label_lm, _ = load_model(str(label_name), str(cfg.dtype), str(cfg.device))
             examples = make_examples(cfg, label_lm, training_texts(cfg, rc))
             data_path.parent.mkdir(parents=True, exist_ok=True)
             atomic_write_json(data_path, pr.examples_to_json(examples))

@@ -35,10 +35,13 @@ from ragrepro.stats import Interval
 
 log = logging.getLogger(__name__)
 
-ROW_ORDER = ("none", "first", "zeroshot", "predictive")
+ROW_ORDER = ("none", "first", "zeroshot", "predictive", "oracle", "gold")
+# Upper bounds, shown beside the real rows but never used to answer the headline: the oracle
+# picks the best of k candidates with the targets' own likelihood, gold leaks the article.
+UPPER_BOUNDS = ("oracle", "gold")
 ROW_LABEL = {"none": ("-", "-"), "first": ("BM25", "-"), "zeroshot": ("BM25", "zero-shot"),
-             "predictive": ("BM25", "predictive"), "oracle": ("BM25", "oracle"),
-             "random": ("BM25", "random")}
+             "predictive": ("BM25", "predictive"), "oracle": ("BM25", "oracle (upper bound)"),
+             "random": ("BM25", "random"), "gold": ("own article", "gold (upper bound, leak)")}
 # Paper Table 1 rows (WikiText-103 test, word-level perplexity); the numbers themselves live
 # once, in ragrepro/report/paper_numbers.yaml. Our model key -> the paper's row label.
 PAPER_MODELS = {"gpt2-small": "GPT-2 S (110M)", "gpt2-medium": "GPT-2 M (345M)",
@@ -155,7 +158,7 @@ def rows_of(runs: list[dict[str, Any]], st: StatsSettings = DEFAULT_STATS) -> li
     for r in runs:
         s, m, rk = r["settings"], r["metrics"], r["settings"].get("rerank")
         ret, rr = ROW_LABEL.get(rk, ("BM25", rk))
-        if rk != "none":
+        if rk not in ("none", "gold"):
             ret = s.get("retriever") or ret
         word = interval_for(Path(r["_dir"]), m, "ppl_word", st)
         tok = interval_for(Path(r["_dir"]), m, "ppl_token", st)
@@ -171,8 +174,15 @@ def rows_of(runs: list[dict[str, Any]], st: StatsSettings = DEFAULT_STATS) -> li
             "stats_block_tokens": st.block_tokens,
             **{k: v for k, v in s.items() if k not in ("model", "rerank")},
             "git_commit": (r.get("metadata") or {}).get("git_commit"),
+            "code_version": _code(r),
             "run_id": r.get("run_id")})
     return rows
+
+
+def _code(r: dict[str, Any]) -> Any:
+    """The code version a run was computed with (commit, +dirty), as the runner records it."""
+    meta = r.get("metadata") or {}
+    return meta.get("code_version") or meta.get("git_commit")
 
 
 def _r(x: float | None) -> float | None:
@@ -201,7 +211,7 @@ def headline(cells: dict[tuple[str, str], dict[str, Any]]) -> str:
     lines = [f"Larger model {large} without retrieval: word-level perplexity {target:.2f}."]
     reached = []
     for rk in ROW_ORDER[1:]:
-        if (small, rk) in cells:
+        if (small, rk) in cells and rk not in UPPER_BOUNDS:
             p = cells[(small, rk)]["metrics"]["ppl_word"]
             ok = p <= target
             reached.append(ok)
@@ -227,7 +237,10 @@ def _gain_cells(r: dict[str, Any]) -> list[str]:
         return [f"– ({r['gain_note']})", "", ""]
     if r["gain_ci_low"] is None:
         return [f"{g:+.1f}% [no CI: {r['gain_note']}]", "", "unknown"]
-    mark = "no (CI includes 0)" if r["gain_includes_zero"] else "**yes**"
+    if r["gain_includes_zero"]:
+        mark = "no (CI includes 0)"
+    else:
+        mark = "**yes**" if r["gain_p"] < 0.05 else "borderline (CI excludes 0, p >= 0.05)"
     return [f"{g:+.1f}% [{r['gain_ci_low']:+.1f}, {r['gain_ci_high']:+.1f}]",
             f"{r['gain_p']:.3f}", mark]
 
@@ -258,14 +271,17 @@ def verdict(rows: list[dict[str, Any]]) -> str:
     if not gains:
         return "No gain has an interval yet (no paired no-retrieval run)."
     sure = [r for r in gains if not r["gain_includes_zero"]]
+    shaky = [r for r in sure if r["gain_p"] >= 0.05]
     names = "; ".join(
         f"{r['model']} {' + '.join(x for x in (r['retrieval'], r['reranking']) if x != '-')} "
         f"{r['gain_vs_no_retrieval_pct']:+.1f}% "
         f"({'retrieval helps' if r['gain_vs_no_retrieval_pct'] > 0 else 'retrieval hurts'})"
         for r in sure)
+    caveat = (f" Of these, {len(shaky)} have a permutation p >= 0.05 (few units: read them "
+              f"as borderline)." if shaky else "")
     return (f"**Gains distinguishable from zero (95% CI excludes 0): {len(sure)} of "
-            f"{len(gains)}**{': ' + names if sure else ''}. The others are within the noise "
-            f"of this sample: their sign is not established.")
+            f"{len(gains)}**{': ' + names if sure else ''}.{caveat} The others are within the "
+            f"noise of this sample: their sign is not established.")
 
 
 def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
@@ -283,6 +299,10 @@ def settings_lines(rows: list[dict[str, Any]], runs: list[dict[str, Any]],
     lines.append("Per model: " + "; ".join(sorted({
         f"{r['model']} " + " ".join(f"{k}={r.get(k)}" for k in MODEL_KEYS if k not in extra)
         for r in rows})) + ".")
+    codes = sorted({str(_code(r)) for r in runs})
+    lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
+                  "Code versions differ between rows: " + ", ".join(codes) +
+                  " (see code_version in the summary CSV).")
     zs = sorted({str(r.get("rerank_tokens")) for r in rows if r["rerank"] == "zeroshot"})
     lines.append("Zero-shot rows: s'=" + (", ".join(zs) or "-") + ", scored by the "
                  "evaluated model (scorer_model).")

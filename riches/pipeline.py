@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from ragrepro.data.records import Passage, QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.paths import cache_dir
-from ragrepro.runner import Result
+from ragrepro.pipeline import Result
 
 from . import markers
 from .baselines import run_dense, run_iterative, sample_record

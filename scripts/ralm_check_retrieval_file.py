@@ -14,10 +14,8 @@ import logging
 import sys
 from pathlib import Path
 
-from omegaconf import OmegaConf
-
 from ragrepro.errors import RagreproError
-from ragrepro.paths import CONF_DIR
+from ragrepro.named_configs import group_config
 
 log = logging.getLogger("ralm_check_retrieval_file")
 
@@ -38,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     from ralm.windows import make_windows
 
     try:
-        mcfg = OmegaConf.load(CONF_DIR / "model" / f"{args.model}.yaml")
+        mcfg = group_config("model", args.model)
         path, _ = resolve_source(str(mcfg.source), str(mcfg.get("kind", "causal")))
         tok = AutoTokenizer.from_pretrained(path)
         ids = tok(Path(args.text).read_text(encoding="utf-8"), add_special_tokens=False)["input_ids"]

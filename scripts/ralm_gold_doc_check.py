@@ -12,10 +12,6 @@ import argparse
 import logging
 import math
 
-from omegaconf import OmegaConf
-
-from ragrepro.paths import CONF_DIR
-
 log = logging.getLogger("ralm_gold_doc_check")
 
 
@@ -28,15 +24,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--doc-max-tokens", type=int, default=96)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    from hydra.utils import instantiate
-
     from ragrepro.data.vital import lm_docs
+    from ragrepro.named_configs import load_model
+    from ralm.documents import doc_encoder
     from ralm.engine import EvalSettings, StreamEval
-    from ralm.lm_eval import _doc_encoder
 
-    node = OmegaConf.create({"dtype": "float32", "device": "auto",
-                             "m": OmegaConf.load(CONF_DIR / "model" / f"{args.model}.yaml")})
-    lm = instantiate(node.m)
+    lm, _ = load_model(args.model, "float32", "auto")
     docs = lm_docs("test")[: args.limit]
     text = "".join(d.text for d in docs)
     ids = lm.encode(text)
@@ -61,7 +54,7 @@ def main(argv: list[str] | None = None) -> None:
                          retrieval_stride=args.stride, query_len=32,
                          doc_max_tokens=args.doc_max_tokens, k=1, rerank=mode, rerank_tokens=16,
                          window_bos=bool(lm.add_bos))
-        recs = StreamEval(lm, s, Gold(), _doc_encoder(lm, args.doc_max_tokens, lm.add_bos),
+        recs = StreamEval(lm, s, Gold(), doc_encoder(lm, args.doc_max_tokens, lm.add_bos),
                           bos_id=lm.bos_id).run(ids)
         results[mode] = math.exp(sum(r["nll_sum"] for r in recs) / text.count(" "))
     log.info("%s, %d articles: word-level perplexity without retrieval %.2f, with the gold "

@@ -29,7 +29,7 @@ VITAL_QA_FILE = "vital_qa.jsonl"
 # v2: article-disjoint train/dev/test splits (v1 split by qid and shared gold articles).
 VITAL_QA_VERSION = "embedded-v2"
 VITAL_QA_FIELDS = ("qid", "question", "answers", "gold_titles", "hops", "split")
-SPLITS = ("train", "dev", "test", "all")
+SPLITS = ("train", "train-nodev", "dev", "test", "all")
 EMBEDDED_LM = "dataset=wiki-vital"
 EMBEDDED_QA = "dataset=vital-qa (or vital-qa-bridge, fanout-grounded)"
 
@@ -299,6 +299,15 @@ def _from_hub(name: str, split: str, limit: int | None) -> list[QARecord]:
         rec.meta["hub_split"] = hub_split
         out.append(rec)
     return out
+
+
+def hub_split_source(name: str | None, split: str | None, path: str | None = None) -> str | None:
+    """For a hub QA dataset, where split `split` comes from (recorded in every row)."""
+    from .hub import DEFAULT_SPLIT_MAP, split_source
+
+    if path or not split or (name not in HUB_QA and name not in KILT_TASKS):
+        return None
+    return split_source(split, DEFAULT_SPLIT_MAP.get(split, split))
 
 
 def load_qa(name: str, split: str = "test", path: str | None = None, limit: int | None = None,

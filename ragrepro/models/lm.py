@@ -193,13 +193,27 @@ def _strip_after_eos(row: list[int], eos: int | None, pad: int) -> list[int]:
     return out
 
 
+def effective_dtype(dtype: str, checkpoint_dtype: str | None) -> str:
+    """The dtype a model is loaded in: `checkpoint` means the checkpoint's declared one."""
+    if dtype != "checkpoint":
+        return dtype
+    if not checkpoint_dtype:
+        raise ConfigError("dtype=checkpoint needs model.checkpoint_dtype (the torch_dtype in "
+                          "the checkpoint's config.json); set it or choose a dtype.")
+    return checkpoint_dtype
+
+
 def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
             dtype: str = "float32", device: str | None = "auto", revision: str | None = None,
             trust_remote_code: bool = False, device_map: str | None = None,
-            max_length: int | None = None, **_: Any) -> LM:
-    """Load a model from config. `device_map="auto"` spreads a model over several GPUs."""
+            max_length: int | None = None, checkpoint_dtype: str = "float32",
+            **_: Any) -> LM:
+    """Load a model from config. `device_map="auto"` spreads a model over several GPUs.
+    dtype=checkpoint loads in the dtype the checkpoint's config.json declares
+    (`checkpoint_dtype`), as the official In-Context RALM code does (float16 for OPT/LLaMA)."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
+    dtype = effective_dtype(dtype, checkpoint_dtype)
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r}; use one of {sorted(DTYPES)}.")
     if kind not in ("causal", "seq2seq"):

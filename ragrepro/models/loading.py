@@ -35,6 +35,9 @@ def _file_hash_cached(path: Path) -> str:
     return table[key]
 
 
+file_hash_cached = _file_hash_cached  # public name for other modules (ragrepro.ladder)
+
+
 def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
     """Dequantise a GGUF file into a transformers folder once, keyed by the file's hash."""
     if not gguf_path.exists():
@@ -97,7 +100,13 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:
-    """Return (what from_pretrained gets, is_local)."""
+    """Return (what from_pretrained gets, is_local). While rehearsing, a hub id resolves to
+    its local stand-in (ragrepro/rehearsal/standins.py)."""
+    from .. import rehearsal
+
+    standin = rehearsal.model_source(source)
+    if standin is not None:
+        return standin, True
     if source.startswith("embedded:"):
         name = source.split(":", 1)[1]
         if name not in assets.EMBEDDED:

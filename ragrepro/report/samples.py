@@ -146,9 +146,10 @@ def _autoais_units(run_dir: Path, metric: str) -> Units | None:
 
 
 def _with_scale(units: Units, recorded: float | None) -> Units | None:
-    """Units whose estimate reproduces the recorded value, as stored or x100 (percent)."""
+    """Units whose estimate reproduces the recorded value, as stored or x100 (percent);
+    None when the run recorded no value to check against."""
     if recorded is None:
-        return units
+        return None
     est = units.estimate()
     for scale in (1.0, 100.0):
         if math.isclose(scale * est, recorded, rel_tol=1e-6, abs_tol=1e-9):

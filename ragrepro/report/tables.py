@@ -329,7 +329,7 @@ class BuiltTable:
 
 
 def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, MetricInfo],
-               out_dir: Path) -> BuiltTable:
+               out_dir: Path, title_prefix: str = "") -> BuiltTable:
     paper, table = spec["paper"], spec.get("table")
     cells = paper_table(paper, table) if table else []
     caption = ""
@@ -338,7 +338,7 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
         caption = str(table_info(paper, table).get("caption") or "")
     rows = build_table(spec, cells, runs, infos)
     show = list(spec.get("show") or [])
-    title = str(spec.get("title") or spec["name"])
+    title = title_prefix + str(spec.get("title") or spec["name"])
     mine = [r for r in runs if r.experiment in set(spec.get("experiments") or [])]
     n_runs = len(mine)
     lines = _describe(spec, caption, n_runs)
@@ -358,8 +358,10 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     return BuiltTable(spec["name"], title, lines, rows, show, paths)
 
 
-def build_all(root: Path, spec_dir: Path = SPEC_DIR,
-              names: list[str] | None = None) -> list[BuiltTable]:
+def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = None,
+              title_prefix: str = "") -> list[BuiltTable]:
+    """Every table spec (or `names`) from the runs under root; rehearsal tables pass a
+    title_prefix that says so."""
     runs = load_runs(root)
     infos = load_metric_infos(spec_dir)
     specs = load_table_specs(spec_dir)
@@ -368,7 +370,7 @@ def build_all(root: Path, spec_dir: Path = SPEC_DIR,
         if not specs:
             known = sorted({s["name"] for s in load_table_specs(spec_dir)})
             raise ConfigError(f"No report table for {names}. Known tables: {', '.join(known)}.")
-    return [build_spec(s, runs, infos, root / "report") for s in specs]
+    return [build_spec(s, runs, infos, root / "report", title_prefix) for s in specs]
 
 
 def main(argv: list[str] | None = None) -> None:

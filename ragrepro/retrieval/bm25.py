@@ -185,6 +185,14 @@ class BM25Retriever(Retriever):
         from pyserini.prebuilt_index_info import TF_INDEX_INFO
         from pyserini.search.lucene import LuceneSearcher
 
+        from .. import rehearsal
+
+        standin = rehearsal.prebuilt_index(name)
+        if standin is not None:  # rehearsal: a small index in the same raw layout
+            searcher = LuceneSearcher(str(standin))
+            self._index_settings = {"kind": "prebuilt-standin", "name": name,
+                                    "path": str(standin)}
+            return searcher
         if name.startswith((".", "/", "~")):
             raise ConfigError(f"BM25 index path {name!r} does not exist or is not a folder. "
                               f"Build one with `python scripts/build_index.py` or set "

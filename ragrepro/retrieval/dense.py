@@ -252,32 +252,66 @@ class DenseRetriever(Retriever):
         return l2_normalize(vec) if self.normalize else vec
 
     # ---- corpus embeddings and index --------------------------------------------------
+    def shard_paths(self) -> list[Path]:
+        """The corpus's embedding files, shard_size passages each, in corpus order."""
+        folder = self.embeddings_dir()
+        return [folder / f"shard-{s // self.shard_size:05d}.npy"
+                for s in range(0, len(self.corpus), self.shard_size)]
+
+    def _encode_shard_file(self, i: int, shards: list[Path]) -> None:
+        """Encode one file's passages; written under a temporary name and renamed, so a
+        killed job leaves either the whole file or none (and the rerun redoes only it)."""
+        chunk = self.corpus.passages[i * self.shard_size:(i + 1) * self.shard_size]
+        vec = self.encode_passages(chunk, progress=f"encoding {self.corpus.name} "
+                                   f"shard {i + 1}/{len(shards)}")
+        tmp = shards[i].with_name(f"{shards[i].name}.{os.getpid()}.tmp.npy")
+        np.save(tmp, vec)
+        os.replace(tmp, shards[i])
+
+    def _write_meta(self) -> None:
+        meta = self.embeddings_dir() / "meta.json"
+        if not meta.exists():
+            atomic_write_json(meta, {"settings": self.settings(), "passages": len(self.corpus),
+                                     "corpus": self.corpus.name,
+                                     "corpus_fingerprint": self.corpus.fingerprint(),
+                                     "shard_size": self.shard_size})
+
     def corpus_embeddings(self) -> list[Path]:
         """Encode the corpus once into .npy shards (resumable); return the shard paths."""
         folder = self.embeddings_dir()
-        n = len(self.corpus)
-        shards = [folder / f"shard-{s // self.shard_size:05d}.npy"
-                  for s in range(0, n, self.shard_size)]
+        shards = self.shard_paths()
         with locked(folder):
             folder.mkdir(parents=True, exist_ok=True)
             todo = [i for i, path in enumerate(shards) if not path.exists()]
             if todo:
-                log.info("Encoding %d passages of %s with %s (once; cached in %s)", n,
-                         self.corpus.name, self.encoder_cfg["source"], folder)
+                log.info("Encoding %d passages of %s with %s (once; cached in %s)",
+                         len(self.corpus), self.corpus.name, self.encoder_cfg["source"], folder)
             for i in todo:
-                chunk = self.corpus.passages[i * self.shard_size:(i + 1) * self.shard_size]
-                vec = self.encode_passages(chunk, progress=f"encoding {self.corpus.name} "
-                                           f"shard {i + 1}/{len(shards)}")
-                tmp = shards[i].with_name(shards[i].name + ".tmp.npy")
-                np.save(tmp, vec)
-                os.replace(tmp, shards[i])
-            meta = folder / "meta.json"
-            if not meta.exists():
-                atomic_write_json(meta, {"settings": self.settings(), "passages": n,
-                                         "corpus": self.corpus.name,
-                                         "corpus_fingerprint": self.corpus.fingerprint(),
-                                         "shard_size": self.shard_size})
+                self._encode_shard_file(i, shards)
+            self._write_meta()
         return shards
+
+    def encode_part(self, part: int, parts: int) -> list[Path]:
+        """Encode part `part` of `parts` (a contiguous block of embedding files), as one job
+        of a sharded encoding. Parts run in parallel on different machines sharing the cache
+        folder: no lock is held, each file lands atomically, finished files are skipped."""
+        from .sharding import part_files
+
+        folder = self.embeddings_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        shards = self.shard_paths()
+        mine = part_files(len(shards), part, parts)
+        todo = [i for i in mine if not shards[i].exists()]
+        log.info("Part %d/%d of %s: embedding files %s, %d to encode, %d already done",
+                 part, parts, self.corpus.name, f"{mine.start}-{mine.stop - 1}" if mine else
+                 "none", len(todo), len(mine) - len(todo))
+        for i in todo:
+            self._encode_shard_file(i, shards)
+        self._write_meta()
+        return [shards[i] for i in mine]
+
+    def missing_shards(self) -> list[int]:
+        return [i for i, path in enumerate(self.shard_paths()) if not path.exists()]
 
     def build_index(self):
         """A FAISS exact inner-product index over the cached corpus embeddings."""

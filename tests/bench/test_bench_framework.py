@@ -7,18 +7,16 @@ import time
 
 import pytest
 
-from ragrepro.bench.common import (
-    BenchResult,
-    interleaved_best,
-    markdown_table,
-    ratio_target,
-    write_csv,
-)
 from ragrepro.paths import REPO_ROOT
 
-if str(REPO_ROOT) not in sys.path:  # scripts/ is run as `python -m scripts.bench` from the root
+if str(REPO_ROOT) not in sys.path:  # benchmarks/ is run as `python -m benchmarks` from the root
     sys.path.insert(0, str(REPO_ROOT))
-bench = importlib.import_module("scripts.bench")
+common = importlib.import_module("benchmarks.common")
+bench = importlib.import_module("benchmarks.suite")
+riches_index = importlib.import_module("benchmarks.riches_index")
+BenchResult, interleaved_best, markdown_table, ratio_target, write_csv = (
+    common.BenchResult, common.interleaved_best, common.markdown_table, common.ratio_target,
+    common.write_csv)
 
 
 def test_ratio_target_met_and_missed_with_gap():
@@ -91,9 +89,9 @@ def test_split_sections_keeps_benchmarks_not_machine():
 def test_log_growth():
     # constant time -> ratio below 1 (log n itself grows); linear time over 1M->50M -> ~39
     flat = [{"n_tokens": 10**6, "t": 1.0}, {"n_tokens": 5 * 10**7, "t": 1.0}]
-    assert bench.log_growth(flat, "t") == pytest.approx(math.log(1e6) / math.log(5e7))
+    assert riches_index.log_growth(flat, "t") == pytest.approx(math.log(1e6) / math.log(5e7))
     lin = [{"n_tokens": 10**6, "t": 1.0}, {"n_tokens": 5 * 10**7, "t": 50.0}]
-    assert bench.log_growth(lin, "t") == pytest.approx(50 * math.log(1e6) / math.log(5e7))
+    assert riches_index.log_growth(lin, "t") == pytest.approx(50 * math.log(1e6) / math.log(5e7))
 
 
 def test_main_writes_csv_and_readme(tmp_path, monkeypatch):
@@ -133,7 +131,7 @@ def test_failing_benchmark_is_reported_not_fatal(tmp_path, monkeypatch):
 
 
 def test_table1_benchmark_runs_the_makefile_recipe():
-    from ralm.bench_table1 import commands
+    from benchmarks.table1 import commands
 
     sweep, table = commands()
     assert sweep[-3:] == ["-m", "experiment=ralm/table1", "wandb.mode=disabled"]

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.ralm_throughput import FixedDocs, production_nll, workload
 from ragrepro.models.lm import LM
-from ralm.bench import FixedDocs, production_nll, workload
 from ralm.engine import EvalSettings
 from ralm.official_loop import official_doc_ids, official_eval
 from ralm.windows import make_windows

@@ -43,7 +43,8 @@ def test_paper_scale_tables_do_not_say_mini(tmp_path):
     assert "Mini scale" not in text and "Paper scale" in text
     line = next(l for l in text.splitlines() if l.startswith("| flan-t5-xl"))
     cells = [c.strip() for c in line.strip("|").split("|")]
-    assert cells[5] == "61.0" and cells[7] == "64.0"   # character F1 (score_code), not score
+    # character F1 (score_code), not score; no run folders, so no CI
+    assert cells[5] == "61.0 (no CI)" and cells[7] == "64.0 (no CI)"
 
 
 def test_table4_by_measure(tmp_path):
@@ -63,14 +64,15 @@ def _run(root, exp, run_id, setting, scores):
     d = root / "filco" / exp / run_id
     d.mkdir(parents=True)
     (d / "samples.jsonl").write_text("".join(
-        json.dumps({"qid": f"q{i}", "setting": setting, "score": v}) + "\n"
+        json.dumps({"qid": f"q{i}", "setting": setting, "score": v, "score_code": v}) + "\n"
         for i, v in enumerate(scores)))
     score = 100 * sum(scores) / len(scores)
     settings = {"generator": "smollm2-135m", "family": "causal", "k": 1,
                 "eval_dataset": "vital-qa", "setting": setting, "n_eval": len(scores)}
-    (d / "metrics.json").write_text(json.dumps({"metrics": {"score": score},
+    (d / "metrics.json").write_text(json.dumps({"metrics": {"score": score, "score_code": score},
                                                 "settings": settings}))
-    return {"run_id": run_id, **{k: str(v) for k, v in settings.items()}, "score": str(score)}
+    return {"run_id": run_id, **{k: str(v) for k, v in settings.items()}, "score": str(score),
+            "score_code": str(score)}
 
 
 def test_cells_carry_ci_and_filco_minus_full_the_paired_test(tmp_path):

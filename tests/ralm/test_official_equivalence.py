@@ -9,8 +9,8 @@ import pytest
 import torch
 from ralm_testdata import DOCS, TEXT
 
+from ralm.documents import doc_encoder
 from ralm.engine import EvalSettings, StreamEval
-from ralm.lm_eval import _doc_encoder
 
 L = 64
 DOC_MAX = 24
@@ -91,7 +91,7 @@ def production(lm, ids, stride, strategy):
                      doc_max_tokens=DOC_MAX, k=len(DOCS), rerank=strategy,
                      rerank_tokens=RANK_TOKENS, batch_windows=16, batch_size=8)
     ev = StreamEval(lm, s, None if strategy == "none" else FixedDocs(),
-                    _doc_encoder(lm, DOC_MAX, False), bos_id=lm.bos_id)
+                    doc_encoder(lm, DOC_MAX, False), bos_id=lm.bos_id)
     records = ev.run(ids)
     return sum(r["nll_sum"] for r in records), records
 

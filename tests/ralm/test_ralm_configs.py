@@ -42,7 +42,7 @@ def test_experiment_and_every_sweep_cell_compose(name):
         cell = _compose([f"experiment={name}"] + [f"{k}={v}" for k, v in zip(keys, combo)])
         OmegaConf.to_container(cell, resolve=True)  # every interpolation resolves
         assert cell.ralm.rerank in ("none", "first", "random", "zeroshot", "oracle",
-                                    "predictive")
+                                    "predictive", "gold")
         if cell.ralm.rerank == "predictive":
             assert "reranker" in cell
         assert cell.retrieval.from_file is None
@@ -70,5 +70,15 @@ def test_documented_local_text_command_composes(tmp_path):
 def test_mini_table1_is_the_documented_sizing():
     cfg = _compose(["experiment=ralm/table1"])
     r = cfg.ralm
-    assert (r.max_length, r.stride, r.doc_max_tokens, r.k, cfg.limit) == (256, 16, 96, 4, 10)
+    assert (r.max_length, r.stride, r.doc_max_tokens, r.k, cfg.limit) == (256, 8, 64, 4, 10)
     assert Path(CONF_DIR / "reranker" / "minilm-l6.yaml").exists()
+
+
+def test_mini_keeps_the_papers_document_and_query_fractions():
+    """Issue 17 rule: document and query are the paper's fractions of the window (256/1,024
+    and 32/1,024); the stride is the only stated deviation (paper 4/1,024 of the window)."""
+    paper = _compose(["experiment=ralm/paper/table1"]).ralm
+    mini = _compose(["experiment=ralm/table1"]).ralm
+    for key in ("doc_max_tokens", "query_len"):
+        assert mini[key] * paper.max_length == paper[key] * mini.max_length, key
+    assert mini.stride * paper.max_length > paper.stride * mini.max_length

@@ -59,13 +59,16 @@ def test_uniform_gain_on_every_block_is_distinguishable_with_a_tight_ci(tmp_path
     write_run(tmp_path, "a", "smollm2-135m", "none", 0, 1, nlls=[30, 50, 20, 40, 35, 45, 25, 55])
     write_run(tmp_path, "b", "smollm2-135m", "first", 0, 2,
               nlls=[x * 0.9 for x in [30, 50, 20, 40, 35, 45, 25, 55]])
-    r = {x["rerank"]: x for x in rows(tmp_path)}["first"]
+    # one block per window (8 blocks): the exact permutation p can reach 2 / 2**8
+    st = StatsSettings(resamples=500, seed=0, block_tokens=16)
+    runs = table1.finished_runs(tmp_path, "ralm/table1")
+    r = {x["rerank"]: x for x in table1.rows_of(runs, st)}["first"]
     gain = 100 * (1 - math.exp(-0.1 * 300 / 100))
     assert r["gain_vs_no_retrieval_pct"] == pytest.approx(gain, abs=0.05)
     assert r["gain_ci_low"] > 0 and r["gain_includes_zero"] is False
-    assert r["n_blocks"] == 4 and r["ppl_word_ci_low"] < r["ppl_word"] < r["ppl_word_ci_high"]
-    md = table1.to_markdown(rows(tmp_path), table1.finished_runs(tmp_path, "ralm/table1"),
-                            "ralm/table1", ST)
+    assert r["n_blocks"] == 8 and r["ppl_word_ci_low"] < r["ppl_word"] < r["ppl_word_ci_high"]
+    assert r["gain_p"] == pytest.approx(2 / 256, abs=1e-4)
+    md = table1.to_markdown(table1.rows_of(runs, st), runs, "ralm/table1", st)
     assert "Gains distinguishable from zero (95% CI excludes 0): 1 of 1" in md
     assert "**yes**" in md and "500 resamples, seed 0" in md
 
@@ -121,3 +124,44 @@ def test_headline_refuses_when_the_smaller_model_is_already_better(tmp_path):
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
     text = table1.headline(table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1")))
     assert "Not a meaningful question here" in text and "30.00" in text
+
+
+def test_the_code_version_of_the_rows_is_stated(tmp_path):
+    write_run(tmp_path, "a", "smollm2-135m", "none", 40.0, 1)
+    write_run(tmp_path, "b", "smollm2-135m", "first", 32.0, 2)
+    for run_id, code in (("a", "abc123"), ("b", "def456+dirty")):
+        p = tmp_path / "ralm" / "table1" / run_id / "metrics.json"
+        data = json.loads(p.read_text())
+        p.write_text(json.dumps({**data, "metadata": {"code_version": code}}))
+    runs = table1.finished_runs(tmp_path, "ralm/table1")
+    md = table1.to_markdown(table1.rows_of(runs, ST), runs, "ralm/table1", ST)
+    assert "Code versions differ between rows: abc123, def456+dirty" in md
+    assert {r["code_version"] for r in table1.rows_of(runs, ST)} == {"abc123", "def456+dirty"}
+
+
+def test_a_ci_excluding_zero_with_a_large_permutation_p_is_borderline():
+    row = {"model": "m", "retrieval": "bm25", "reranking": "-", "rerank": "first",
+           "gain_vs_no_retrieval_pct": 3.0, "gain_ci_low": 0.5, "gain_ci_high": 6.0,
+           "gain_p": 0.0625, "gain_includes_zero": False, "gain_note": ""}
+    assert table1._gain_cells(row)[2] == "borderline (CI excludes 0, p >= 0.05)"
+    text = table1.verdict([row])
+    assert "1 of 1**: m bm25 +3.0% (retrieval helps)." in text
+    assert "Of these, 1 have a permutation p >= 0.05" in text
+    assert table1._gain_cells({**row, "gain_p": 0.01})[2] == "**yes**"
+
+
+def test_upper_bounds_are_shown_but_never_answer_the_headline(tmp_path):
+    write_run(tmp_path, "a", "smollm2-135m", "none", 40.0, 1)
+    write_run(tmp_path, "b", "smollm2-135m", "first", 41.0, 1)
+    write_run(tmp_path, "o", "smollm2-135m", "oracle", 30.0, 1)
+    write_run(tmp_path, "g", "smollm2-135m", "gold", 20.0, 1)
+    write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
+    cells = table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1"))
+    text = table1.headline(cells)
+    assert "? No**" in text and "30.00" not in text and "20.00" not in text
+    runs = table1.finished_runs(tmp_path, "ralm/table1")
+    rows = [(r["rerank"], r["retrieval"], r["gain_vs_no_retrieval_pct"])
+            for r in table1.rows_of(runs, ST) if r["model"] == "smollm2-135m"]
+    # gains: (40 - 30) / 40 = 25%, (40 - 20) / 40 = 50%; gold has no retriever
+    assert rows == [("none", "-", None), ("first", "bm25", -2.5), ("oracle", "bm25", 25.0),
+                    ("gold", "own article", 50.0)]

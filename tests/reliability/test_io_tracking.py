@@ -76,3 +76,11 @@ def test_parallel_appends_never_corrupt(tmp_path):
     assert len(rows) == 100
     assert len({r["run_id"] for r in rows}) == 100
     assert all(r["worker"] and r["i"] for r in rows)
+
+
+def test_token_count_settings_are_not_mistaken_for_secrets():
+    cfg = {"ralm": {"doc_max_tokens": 64, "rerank_tokens": 16, "max_new_tokens": 8},
+           "auth_token": "x", "token": "y", "access-token": "z"}
+    out = scrub_secrets(cfg)
+    assert out["ralm"] == {"doc_max_tokens": 64, "rerank_tokens": 16, "max_new_tokens": 8}
+    assert out["auth_token"] == out["token"] == out["access-token"] == "<redacted>"

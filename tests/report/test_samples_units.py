@@ -87,3 +87,9 @@ def test_relative_gain_over_a_zero_baseline_gives_no_test_and_says_why(tmp_path)
     b = _write(tmp_path / "b", "samples.jsonl", [{"qid": "q1", "em": 0}, {"qid": "q2", "em": 0}])
     t, why = paired_for(a, {"em": 0.5}, b, {"em": 0.0}, "em", "rel")
     assert t is None and "baseline of 0 is undefined" in why
+
+
+def test_no_recorded_value_no_interval(tmp_path):
+    d = _write(tmp_path / "r", "samples.jsonl", [{"qid": "a", "em": 1}, {"qid": "b", "em": 0}])
+    assert units_for(d, {}, "em") is None
+    assert units_for(d, {"em": float("nan")}, "em") is None

@@ -189,7 +189,7 @@ def test_main_table_pairs_riches_with_each_baseline_on_the_same_questions(tmp_pa
 
 
 def test_lookup_benchmark_hook_small() -> None:
-    from riches.bench import lookup_benchmark
+    from benchmarks.riches_index import lookup_benchmark
 
     row = lookup_benchmark(30_000, "synthetic", n_walks=20)
     assert row["bytes_per_token"] == 6 and row["n_tokens"] >= 30_000
@@ -214,7 +214,7 @@ def test_time_walks_counts_rows_read_per_step() -> None:
     next two steps scans the 4 suffix-array rows of its span: 8 rows over 3 steps."""
     import numpy as np
 
-    from riches.bench import time_walks
+    from benchmarks.riches_index import time_walks
     from riches.index import SuffixIndex
 
     keys = [np.array([7, 8, 9])] * 4

@@ -6,7 +6,7 @@ converts both models, builds the BM25 index, trains the predictive reranker and 
 8 cells. Warm: the same command again (every run finished and cached: it only rebuilds the
 table). Both are the Makefile's two commands, run as subprocesses.
 
-    python -m ralm.bench_table1          # about 20 minutes on 2 cores
+    python -m benchmarks.table1          # about 20 minutes on 2 cores
 Environment: BENCH_TABLE1_WARM_ONLY=1 times only a warm run against the real cache/results.
 """
 from __future__ import annotations
@@ -20,8 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from ragrepro.bench.common import BenchResult, load_average, ratio_target
 from ragrepro.paths import REPO_ROOT
+
+from .common import BenchResult, load_average, ratio_target
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,10 @@ def run() -> BenchResult:
 
 
 if __name__ == "__main__":
+    import argparse
+
+    # no options: parsing still answers --help instead of starting a 20-minute run
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     res = run()
     for line in res.summary:

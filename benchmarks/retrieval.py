@@ -58,18 +58,15 @@ def qps(retriever: Any, queries: list[str], n_single: int) -> dict[str, float]:
 
 
 def _configs() -> tuple[Any, Any, Any]:
-    from omegaconf import OmegaConf
+    from ragrepro.named_configs import group_config
+    from ragrepro.retrieval import build_corpus
 
-    from ..paths import CONF_DIR
-    from ..retrieval import build_corpus
-
-    corpus = build_corpus(OmegaConf.load(CONF_DIR / "corpus" / "wiki-vital.yaml"))
-    return (corpus, OmegaConf.load(CONF_DIR / "retriever" / "bm25.yaml"),
-            OmegaConf.load(CONF_DIR / "retriever" / "dense-minilm.yaml"))
+    corpus = build_corpus(group_config("corpus", "wiki-vital"))
+    return (corpus, group_config("retriever", "bm25"), group_config("retriever", "dense-minilm"))
 
 
 def bm25_build_seconds(corpus: Any, threads: int) -> float:
-    from ..retrieval.bm25 import build_lucene_index
+    from ragrepro.retrieval.bm25 import build_lucene_index
 
     tmp = Path(tempfile.mkdtemp(prefix="ragrepro-bench-bm25-"))
     try:
@@ -93,7 +90,7 @@ def dense_build_seconds(retriever: Any, corpus: Any) -> float:
 
 
 def dense_row(corpus: Any, dense_cfg: Any, queries: list[str], n: int) -> dict[str, Any]:
-    from ..retrieval import Corpus, build_retriever
+    from ragrepro.retrieval import Corpus, build_retriever
 
     full = build_retriever(dense_cfg, corpus)
     cached = (full.embeddings_dir() / "meta.json").exists()
@@ -117,7 +114,7 @@ def dense_row(corpus: Any, dense_cfg: Any, queries: list[str], n: int) -> dict[s
 
 
 def run() -> BenchResult:
-    from ..retrieval import build_retriever
+    from ragrepro.retrieval import build_retriever
 
     n = int(os.environ.get("BENCH_RETRIEVAL_QUERIES", "500"))
     corpus, bm25_cfg, dense_cfg = _configs()

@@ -7,8 +7,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import assets
-from ..models import load_lm
+from ragrepro import assets
+from ragrepro.models import load_lm
+
 from .common import BenchResult
 
 TARGET_CACHED_S = 5.0

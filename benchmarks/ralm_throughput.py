@@ -6,7 +6,7 @@ window and given to both paths) and settings, float32; both paths must give the 
 each keeps its best time, so their ratio survives a shared machine. Then the production path
 runs in bfloat16: its speed ratio to float32 and the perplexity drift.
 
-    python -m ralm.bench [--models smollm2-135m] [--tokens 384] [--repeat 2]
+    python -m benchmarks.ralm_throughput [--models smollm2-135m] [--tokens 384] [--repeat 2]
 
 Environment: BENCH_RALM_TOKENS, BENCH_RALM_REPEAT, BENCH_RALM_MODELS (comma list).
 """
@@ -22,19 +22,22 @@ from typing import Any
 
 import torch
 
-from ragrepro.bench.common import (
+from ralm.documents import doc_encoder
+from ralm.engine import EvalSettings, StreamEval
+from ralm.lm_eval import RetrieverSource
+from ralm.official_loop import OfficialResult, official_eval
+from ralm.windows import Window, make_windows
+
+from .common import (
     BenchResult,
     interleaved_best,
     load_average,
+    load_lm,
     markdown_table,
     matmul_peak_gflops,
     ratio_target,
+    wiki_vital_bm25,
 )
-
-from .engine import EvalSettings, StreamEval
-from .lm_eval import RetrieverSource, _doc_encoder
-from .official_loop import OfficialResult, official_eval
-from .windows import Window, make_windows
 
 log = logging.getLogger(__name__)
 
@@ -80,17 +83,6 @@ def workload(windows: Sequence[Window], n_docs: dict[int, int], rerank: str,
     return Workload(rows, length, prod, off, sum(w.n_scored for w in windows))
 
 
-def load_model(name: str, dtype: str = "float32"):
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from ragrepro.paths import CONF_DIR
-
-    cfg = OmegaConf.load(CONF_DIR / "model" / f"{name}.yaml")
-    cfg.dtype, cfg.device = dtype, "cpu"
-    return instantiate(cfg)
-
-
 def bench_stream(lm: Any, n_tokens: int) -> list[int]:
     """The first n_tokens of the held-out wiki-vital test articles joined into one stream
     (official: documents joined with ""), with the model's BOS policy."""
@@ -115,14 +107,9 @@ class FixedDocs:
 
 def retrieve_once(lm: Any, stream: Sequence[int], s: EvalSettings) -> dict[int, list[dict]]:
     """BM25 top-k over wiki-vital for every window's query (held-out titles excluded)."""
-    from omegaconf import OmegaConf
-
     from ragrepro.data.vital import heldout_titles
-    from ragrepro.paths import CONF_DIR
-    from ragrepro.retrieval import build_corpus, build_retriever
 
-    corpus = build_corpus(OmegaConf.load(CONF_DIR / "corpus" / "wiki-vital.yaml"))
-    retriever = build_retriever(OmegaConf.load(CONF_DIR / "retriever" / "bm25.yaml"), corpus)
+    _corpus, retriever = wiki_vital_bm25()
     ev = StreamEval(lm, s, None, lambda d: [])
     windows = make_windows(len(stream), s.max_length, s.stride)[1:]
     queries = [ev.query_of(stream, w) for w in windows]
@@ -132,7 +119,7 @@ def retrieve_once(lm: Any, stream: Sequence[int], s: EvalSettings) -> dict[int, 
 
 def production_nll(lm: Any, stream: Sequence[int], s: EvalSettings,
                    docs: dict[int, list[dict]]) -> tuple[float, list[int | None]]:
-    ev = StreamEval(lm, s, FixedDocs(docs), _doc_encoder(lm, s.doc_max_tokens, False),
+    ev = StreamEval(lm, s, FixedDocs(docs), doc_encoder(lm, s.doc_max_tokens, False),
                     bos_id=lm.bos_id)
     recs = ev.run(stream)
     return sum(r["nll_sum"] for r in recs), [r.get("doc_rank") for r in recs]
@@ -163,13 +150,13 @@ def head_flops_per_position(lm: Any) -> int:
 
 
 def bench_model(name: str, n_tokens: int, repeat: int) -> tuple[list[dict], list[tuple]]:
-    lm = load_model(name, "float32")
+    lm = load_lm(name, "float32")
     stream = bench_stream(lm, n_tokens)
     windows = make_windows(len(stream), BASE.max_length, BASE.stride)
     docs = retrieve_once(lm, stream, BASE)
     body = body_flops(lm, BASE.max_length)
     head = head_flops_per_position(lm)
-    lm_bf16 = load_model(name, "bfloat16")
+    lm_bf16 = load_lm(name, "bfloat16")
     rows, targets = [], []
     for label, rerank, strategy, k in CASES:
         s = replace(BASE, rerank=rerank, k=k)

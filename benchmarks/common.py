@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..io import atomic_write_text
+from ragrepro.io import atomic_write_text
+from ragrepro.named_configs import group_config, load_model
 
 
 @dataclass
@@ -103,3 +104,16 @@ def load_average() -> float:
         return os.getloadavg()[0]
     except OSError:
         return float("nan")
+
+
+def load_lm(name: str, dtype: str = "float32") -> Any:
+    """The LM of conf/model/<name>.yaml on the CPU (benchmarks always run there)."""
+    return load_model(name, dtype, "cpu")[0]
+
+
+def wiki_vital_bm25() -> tuple[Any, Any]:
+    """(corpus, retriever): BM25 over wiki-vital, from conf/corpus and conf/retriever."""
+    from ragrepro.retrieval import build_corpus, build_retriever
+
+    corpus = build_corpus(group_config("corpus", "wiki-vital"))
+    return corpus, build_retriever(group_config("retriever", "bm25"), corpus)

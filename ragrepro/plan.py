@@ -1,0 +1,300 @@
+"""`ragrepro plan [-m] experiment=... [overrides]`: a preflight per cell, without loading
+weights: parameters (counted on the meta device from the architecture's sizes), weight
+memory in the configured dtype, an activation estimate, GPU memory (detected or --gpu-mem)
+and how many GPUs the cell needs, disk, the files it needs and whether they are present,
+forward tokens and a time estimate from a stated throughput. The runner refuses a cell that
+cannot fit with the same table (`check_fits`)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+GB = 1024 ** 3
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+USABLE = 0.9            # share of a GPU's memory a model may fill (allocator, CUDA context)
+TFLOPS = 100.0          # assumed effective TFLOP/s per GPU for the time estimate (--tflops)
+TOKENS_PER_WORD = 1.2   # assumed subword tokens per WikiText-103 word
+# Evaluation sizes (examples; WikiText-103: words) of the splits the paper configs read.
+EVAL_SIZE = {"wikitext-103": 245_569, "nq-open": 3_610, "nq-open-dpr": 3_610,
+             "triviaqa": 11_313, "triviaqa-dpr": 11_313, "hotpotqa": 7_405, "musique": 2_417,
+             "fever": 10_444, "wow": 3_054, "eli5": 1_507}
+# Disk of files that are downloaded on first use (GB): pyserini's prebuilt BM25 index and a
+# float32 dense index of DPR's 21,015,324 passages (768 dims).
+PREBUILT_GB = {"wikipedia-dpr": 9.0}
+DENSE_INDEX_GB = 21_015_324 * 768 * 4 / GB
+
+
+@dataclass
+class ModelPlan:
+    role: str
+    source: str
+    params: int
+    dtype: str
+    hidden: int
+    layers: int
+    vocab: int
+
+    @property
+    def weight_gb(self) -> float:
+        return self.params * BYTES[self.dtype] / GB
+
+
+@dataclass
+class CellPlan:
+    cell: str
+    models: list[ModelPlan]
+    act_gb: float
+    gpu_gb: float | None
+    gpus: int
+    disk_gb: float
+    files: list[tuple[str, str, bool]] = field(default_factory=list)
+    forward_tokens: int = 0
+    tok_per_s: float = 0.0
+
+    @property
+    def total_gb(self) -> float:
+        return sum(m.weight_gb for m in self.models) + self.act_gb
+
+    @property
+    def gpus_needed(self) -> int | None:
+        if not self.gpu_gb:
+            return None
+        return max(1, math.ceil(self.total_gb / (self.gpu_gb * USABLE)))
+
+    @property
+    def fits(self) -> bool | None:
+        need = self.gpus_needed
+        return None if need is None else need <= self.gpus
+
+    @property
+    def hours(self) -> float:
+        return self.forward_tokens / self.tok_per_s / 3600 if self.tok_per_s else 0.0
+
+
+def activation_gb(batch: int, seq: int, hidden: int, layers: int, vocab: int,
+                  dtype: str) -> float:
+    """Key/value cache (2 x layers x seq x hidden), a few live hidden states per layer
+    boundary (4 x seq x hidden) and float32 logits (seq x vocab), per sequence in the batch."""
+    b = BYTES[dtype]
+    per_seq = 2 * layers * seq * hidden * b + 4 * seq * hidden * b + seq * vocab * 4
+    return batch * per_seq / GB
+
+
+def tokens_per_second(params: int, tflops: float = TFLOPS) -> float:
+    """Forward tokens/s at `tflops` effective: a forward pass costs ~2 x params FLOPs/token."""
+    return tflops * 1e12 / (2 * max(params, 1))
+
+
+def detect_gpus() -> tuple[float | None, int]:
+    """(memory of one GPU in GB, count), or (None, 0) without CUDA."""
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            n = torch.cuda.device_count()
+            return torch.cuda.get_device_properties(0).total_memory / GB, n
+    except Exception:
+        log.debug("GPU detection failed", exc_info=True)
+    return None, 0
+
+
+def forward_tokens(cfg: DictConfig) -> int:
+    """Tokens through the main model: windows x length x candidates (LM), or examples x
+    (prompt + generated) (QA); `limit` caps the examples."""
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    name, limit = sel("dataset.name"), sel("limit")
+    if sel("ralm.stride") and sel("dataset.task") == "lm":
+        tokens = int(EVAL_SIZE.get(name, 0) * TOKENS_PER_WORD)
+        windows = math.ceil(tokens / int(sel("ralm.stride")))
+        cands = int(sel("ralm.k", 1)) if sel("ralm.rerank") in ("zeroshot", "oracle") else 1
+        return windows * int(sel("ralm.max_length", 1024)) * cands
+    n = EVAL_SIZE.get(filco_dataset(cfg) or name, 0)
+    n = min(n, int(limit)) if limit else n
+    docs = int(sel("qa.num_docs", 0) or sel("filco.k", 0) or 1)
+    new = int(sel("qa.max_new_tokens", 0) or sel("filco.gen_max_new_tokens", 0) or 32)
+    return n * (docs * 160 + 64 + new)
+
+
+def filco_dataset(cfg: DictConfig) -> str | None:
+    return OmegaConf.select(cfg, "filco.dataset", default=None)
+
+
+def _model(role: str, source: str | None, dtype: str) -> ModelPlan | None:
+    from .models.archs import ARCHS, count_parameters, model_dims
+    from .rehearsal.standins import standin_spec
+
+    if not source or source not in ARCHS:
+        return None  # embedded / local models are small or unknown: not sized
+    dims = model_dims(source)
+    params = count_parameters(source, standin_spec(source).architecture)
+    return ModelPlan(role, source, params, dtype if dtype in BYTES else "float32", **dims)
+
+
+def models_of(cfg: DictConfig) -> list[ModelPlan]:
+    """The hub models a cell loads: the LM (in its effective dtype), the retriever's
+    encoders, RICHES's TRUE T5 judge."""
+    from .runner import row_dtype
+
+    sel = lambda k: OmegaConf.select(cfg, k, default=None)
+    found = [_model("lm", sel("model.source"), str(row_dtype(cfg)))]
+    for key in ("retriever.encoder.source", "retriever.encoder.doc_source"):
+        found.append(_model("retriever", sel(key), str(sel("retriever.dtype") or "float32")))
+    if sel("riches.autoais.backend") == "t5":
+        found.append(_model("autoais", sel("riches.autoais.model"),
+                            str(sel("riches.autoais.dtype") or "float32")))
+    return [m for m in found if m is not None]
+
+
+def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
+    """(what, path or name, present) for each local file or index the cell reads."""
+    sel = lambda k: OmegaConf.select(cfg, k, default=None)
+    out: list[tuple[str, str, bool]] = []
+    fb = sel("ralm.forbidden_titles")
+    if sel("ralm") is not None and sel("dataset.name") == "wikitext-103":
+        out.append(("forbidden titles", str(fb), fb not in (None, "auto", "none")
+                    and Path(str(fb)).expanduser().exists()))
+    if sel("dataset.path"):
+        out.append(("dataset", str(sel("dataset.path")),
+                    Path(str(sel("dataset.path"))).expanduser().exists()))
+    dense = str(sel("retriever._target_") or "").endswith("DenseRetriever")
+    if sel("corpus.name") == "wikipedia-dpr" and (dense or not sel("retriever.index")):
+        path = sel("corpus.path")
+        out.append(("corpus psgs_w100.tsv", str(path),
+                    bool(path) and Path(str(path)).expanduser().exists()))
+    index = sel("retriever.index")
+    if index in PREBUILT_GB:
+        out.append(("pyserini prebuilt index", f"{index}, downloaded on first use", True))
+    for p in sel("riches.key.paths") or []:
+        out.append(("Factoid-Wiki", str(p), Path(str(p)).expanduser().exists()))
+    if sel("riches.key.source") == "factoid-wiki" and not sel("riches.key.paths"):
+        out.append(("Factoid-Wiki", "riches.key.paths is empty", False))
+    return out
+
+
+def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
+              tok_per_s: float | None = None, tflops: float = TFLOPS) -> CellPlan:
+    from .models.lm import effective_dtype
+
+    models = models_of(cfg)
+    lm = next((m for m in models if m.role == "lm"), None)
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    seq = int(sel("ralm.max_length") or sel("filco.max_input_tokens") or 2048)
+    batch = int(sel("qa.batch_size") or sel("batch_size") or 1) if sel("ralm") is None else 1
+    act = activation_gb(batch, seq, lm.hidden, lm.layers, lm.vocab, lm.dtype) if lm else 0.0
+    ckpt = effective_dtype("checkpoint", sel("model.checkpoint_dtype") or "float32")
+    disk = sum(m.params * BYTES.get(ckpt if m.role == "lm" else "float32", 4) / GB
+               for m in models)
+    disk += PREBUILT_GB.get(str(sel("retriever.index")), 0.0)
+    if str(sel("retriever._target_") or "").endswith("DenseRetriever") \
+            and sel("corpus.name") == "wikipedia-dpr":
+        disk += DENSE_INDEX_GB
+    speed = tok_per_s or (tokens_per_second(lm.params, tflops) if lm else 0.0)
+    return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg),
+                    forward_tokens(cfg), speed)
+
+
+def _num(x: float) -> str:
+    return f"{x:,.1f}"
+
+
+def render(plans: list[CellPlan], tok_note: str) -> str:
+    """A markdown table, one row per cell, then the files each cell needs."""
+    head = ("| cell | models (params, dtype) | weights GB | activations GB | total GB | "
+            "GPU GB | GPUs needed | fits | disk GB | forward tokens | est. hours |")
+    lines = [head, "|" + "---|" * 11]
+    for p in plans:
+        models = "; ".join(f"{m.role} {m.source} ({m.params / 1e9:.2f}B, {m.dtype})"
+                           for m in p.models) or "(no hub model)"
+        fits = {None: "unknown (no GPU: --gpu-mem)", True: "yes", False: "NO"}[p.fits]
+        lines.append(f"| {p.cell or '(default)'} | {models} | "
+                     f"{_num(sum(m.weight_gb for m in p.models))} | {_num(p.act_gb)} | "
+                     f"{_num(p.total_gb)} | {_num(p.gpu_gb) if p.gpu_gb else '-'} | "
+                     f"{p.gpus_needed or '-'} of {p.gpus} | {fits} | {_num(p.disk_gb)} | "
+                     f"{p.forward_tokens:,} | {p.hours:.2f} |")
+    files = sorted({f for p in plans for f in p.files})
+    if files:
+        lines += ["", "Files: " + "; ".join(f"{w} {path} ({'ok' if ok else 'MISSING'})"
+                                            for w, path, ok in files)]
+    lines += ["", (f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
+                  f"4 hidden states per layer + float32 logits; {tok_note}; WikiText-103 "
+                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time.")]
+    return "\n".join(lines)
+
+
+def _ram_gb() -> float:
+    import os
+
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
+
+
+def check_fits(cfg: DictConfig) -> None:
+    """Refuse, before any download, a cell whose models cannot fit the GPUs here (or this
+    machine's memory without a GPU), or that needs several GPUs without device_map."""
+    gpu_gb, n = detect_gpus()
+    where = "GPU"
+    if gpu_gb is None:
+        gpu_gb, n, where = _ram_gb(), 1, "CPU memory"
+    plan = plan_cell(cfg, "", gpu_gb, n)
+    if not plan.models:
+        return
+    need = plan.gpus_needed or 1
+    table = render([plan], "time at the default throughput")
+    if not plan.fits:
+        have = (f"this machine has no GPU and {gpu_gb:.0f} GB of memory" if where != "GPU"
+                else f"it needs {need} x {gpu_gb:.0f} GB GPUs and {n} are here")
+        raise ConfigError(f"This cell needs about {plan.total_gb:.0f} GB but {have}: run it "
+                          f"where it fits (`ragrepro plan` sizes it), or choose a smaller "
+                          f"model or a lower dtype.\n{table}")
+    if need > 1 and not OmegaConf.select(cfg, "model.device_map", default=None):
+        raise ConfigError(f"This cell needs {need} GPUs: set model.device_map=auto to spread "
+                          f"the model over them (model parallelism).\n{table}")
+    log.info("Preflight: %.1f GB on %d of %d x %.0f GB %s", plan.total_gb, need, n, gpu_gb,
+             where)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="ragrepro plan", description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--multirun", action="store_true", help="every cell of the sweep")
+    ap.add_argument("--gpu-mem", type=float, default=None, help="GB per GPU (default: detect)")
+    ap.add_argument("--gpus", type=int, default=None, help="GPUs available (default: detect)")
+    ap.add_argument("--tok-per-s", type=float, default=None,
+                    help=f"assumed forward tokens/s (default: {TFLOPS:.0f} TFLOP/s per GPU)")
+    ap.add_argument("overrides", nargs="*", help="experiment=... and other overrides")
+    args = ap.parse_args(argv)
+    sys.stdout.write(plan_text(args.overrides, args.multirun, args.gpu_mem, args.gpus,
+                               args.tok_per_s) + "\n")
+
+
+def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None,
+              gpus: int | None = None, tok_per_s: float | None = None) -> str:
+    from hydra import compose, initialize_config_dir
+
+    from .paths import CONF_DIR
+    from .rehearsal.cells import sweep_cells
+
+    detected, count = detect_gpus()
+    gpu_gb, n = gpu_mem or detected, gpus if gpus is not None else max(count, 1)
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cells: list[list[str]] = [[]]
+        if multirun:
+            full = compose("config", overrides=overrides, return_hydra_config=True)
+            params = OmegaConf.select(full, "hydra.sweeper.params", default=None)
+            cells = sweep_cells(OmegaConf.to_container(params) if params is not None else None)
+        plans = [plan_cell(compose("config", overrides=[*overrides, *c]), " ".join(c), gpu_gb,
+                           n, tok_per_s) for c in cells]
+    note = (f"{tok_per_s:,.0f} tokens/s (given)" if tok_per_s else
+            f"tokens/s = {TFLOPS:.0f} TFLOP/s / (2 x LM params), one GPU's worth "
+            f"(model parallelism with device_map adds memory, not speed)")
+    source = "given" if gpu_mem else ("detected" if detected else "none detected")
+    return f"GPU memory: {_num(gpu_gb) if gpu_gb else '-'} GB x {n} ({source})\n\n" + \
+        render(plans, note)

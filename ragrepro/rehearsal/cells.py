@@ -1,0 +1,78 @@
+"""Every swept cell of a config: the Hydra basic sweeper's cartesian product, as override
+lists, plus the summary rows `make rehearse` writes."""
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SUMMARY_FIELDS = ("experiment", "cell", "status", "seconds", "error")
+
+
+def split_values(value: object) -> list[str]:
+    """`a,b,c` -> [a, b, c] (the basic sweeper's comma list); a scalar is one value."""
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+def sweep_cells(params: Mapping[str, object] | None) -> list[list[str]]:
+    """[["k1=v", "k2=w"], ...] in the basic sweeper's order; no params -> one empty cell."""
+    if not params:
+        return [[]]
+    keys = list(params)
+    values = [split_values(params[k]) for k in keys]
+    return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*values)]
+
+
+@dataclass
+class CellResult:
+    experiment: str
+    cell: str
+    status: str          # ok | failed
+    seconds: float
+    error: str = ""
+
+
+def coverage_problem(rerank: str | None, metrics: dict | None) -> str:
+    """Why a finished cell still proves too little ('' when fine): a retrieval cell whose
+    text fit in the first window never retrieved."""
+    if rerank not in (None, "none") and metrics and metrics.get("n_windows_with_doc") == 0:
+        return (f"rerank={rerank} but no window had a document: the fixture text is shorter "
+                f"than one window, so retrieval was never exercised")
+    return ""
+
+
+def first_line(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}".strip()
+    return text.splitlines()[0][:300] if text else type(err).__name__
+
+
+def write_summary(results: Sequence[CellResult], folder: Path, total_seconds: float) -> None:
+    """summary.csv (one row per cell) and summary.md (counts, failures)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "summary.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(SUMMARY_FIELDS)
+        for r in results:
+            w.writerow([r.experiment, r.cell, r.status, f"{r.seconds:.1f}", r.error])
+    ok = sum(r.status == "ok" for r in results)
+    counts = (f"{ok} of {len(results)} cells ok, {len(results) - ok} failed, "
+              f"{total_seconds:.0f} s in all.")
+    lines = ["# Rehearsal summary (stand-in models, fixture data: no number here is a result)",
+             "", counts, "",
+             "| experiment | cells | ok | failed | seconds |", "|---|---|---|---|---|"]
+    by_exp: dict[str, list[CellResult]] = {}
+    for r in results:
+        by_exp.setdefault(r.experiment, []).append(r)
+    for exp, rows in by_exp.items():
+        n_ok = sum(r.status == "ok" for r in rows)
+        lines.append(f"| {exp} | {len(rows)} | {n_ok} | {len(rows) - n_ok} | "
+                     f"{sum(r.seconds for r in rows):.1f} |")
+    failed = [r for r in results if r.status != "ok"]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- `{r.experiment}` `{r.cell}`: {r.error}" for r in failed]
+    (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -1,0 +1,91 @@
+"""Sharded dense corpus encoding: launcher jobs encode parts `shard=i/n` of the corpus in
+parallel into the shared embedding cache, then one `shard=merge` job joins them into one
+FAISS index (the same index, vector for vector, as encoding in one process).
+
+    ragrepro -m experiment=core/encode_shards shard=0/4,1/4,2/4,3/4 hydra/launcher=slurm
+    ragrepro experiment=core/encode_shards shard=merge index_out=/shared/idx/minilm.faiss
+"""
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+import numpy as np
+from omegaconf import DictConfig
+
+from ..errors import ConfigError
+from ..pipeline import Result
+from ..tracking import Run
+
+log = logging.getLogger(__name__)
+_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """'2/8' -> (2, 8): part 2 of 8, counted from 0."""
+    match = _SPEC.match(str(spec))
+    if match is None:
+        raise ConfigError(f"shard={spec!r}: write it as i/n (part i of n, i from 0 to n-1), "
+                          f"e.g. shard=0/4, or shard=merge to join the parts into one index.")
+    i, n = int(match.group(1)), int(match.group(2))
+    if n < 1 or not 0 <= i < n:
+        raise ConfigError(f"shard={spec!r}: need 0 <= i < n, e.g. shard=0/{max(n, 1)} ... "
+                          f"shard={max(n, 1) - 1}/{max(n, 1)}.")
+    return i, n
+
+
+def part_files(n_files: int, part: int, parts: int) -> range:
+    """The embedding files (indices) of one part: contiguous blocks whose sizes differ by at
+    most one, the larger blocks first; the parts cover every file exactly once."""
+    base, extra = divmod(n_files, parts)
+    start = part * base + min(part, extra)
+    return range(start, start + base + (1 if part < extra else 0))
+
+
+def _retriever(cfg: DictConfig):
+    from . import build_corpus, build_retriever
+    from .corpus import corpus_from_passages
+    from .dense import DenseRetriever
+
+    corpus = build_corpus(cfg.corpus)
+    first = cfg.encode.get("first_passages")
+    if first:  # a deterministic prefix, for tests and trial runs (part of the run id)
+        corpus = corpus_from_passages(f"{corpus.name}-first{int(first)}",
+                                      corpus.passages[:int(first)])
+    retriever = build_retriever(cfg.retriever, corpus)
+    if not isinstance(retriever, DenseRetriever):
+        raise ConfigError(f"experiment=core/encode_shards encodes with a dense retriever; "
+                          f"retriever={cfg.retriever.get('name')!r} is not one. Use e.g. "
+                          f"retriever=dense-minilm or retriever=contriever.")
+    retriever.shard_size = int(cfg.encode.shard_size)
+    return retriever
+
+
+def run(cfg: DictConfig, run: Run) -> Result:
+    retriever = _retriever(cfg)
+    settings = {"shard": str(cfg.shard), "corpus": retriever.corpus.name,
+                "retriever": retriever.name, "shard_size": retriever.shard_size}
+    if str(cfg.shard) == "merge":
+        return Result(metrics=_merge(retriever, cfg), settings=settings)
+    part, parts = parse_shard(cfg.shard)
+    with run.timed("encode"):
+        files = retriever.encode_part(part, parts)
+    n = sum(int(np.load(p, mmap_mode="r").shape[0]) for p in files)  # vectors on disk
+    return Result(metrics={"passages": n, "files": len(files)},
+                  settings=settings, extra={"embeddings": str(retriever.embeddings_dir())})
+
+
+def _merge(retriever, cfg: DictConfig) -> dict:
+    missing = retriever.missing_shards()
+    if missing:
+        raise ConfigError(f"Cannot merge: embedding files {missing} of "
+                          f"{retriever.embeddings_dir()} are missing. Rerun the shard jobs "
+                          f"(finished ones are skipped), e.g. `ragrepro -m "
+                          f"experiment=core/encode_shards shard=0/N,...,N-1/N` with the same "
+                          f"settings.")
+    out = cfg.get("index_out") or str(retriever.embeddings_dir() / "index.faiss")
+    path = retriever.save_index(Path(out))
+    log.info("Merged %d embedding files into %s", len(retriever.shard_paths()), path)
+    return {"ntotal": len(retriever.corpus), "files": len(retriever.shard_paths()),
+            "index": str(path)}

@@ -1,0 +1,109 @@
+"""`make rehearse`: every swept cell of every conf/experiment/*/paper/ config in rehearsal
+mode (stand-in models, fixture data), in this one process, then every paper table from those
+rows. Writes results/rehearsal/summary.csv and summary.md; exits 1 if any cell failed.
+
+    python -m scripts.rehearse [--only ralm/paper/fig4 ...] [--limit 2] [--max-cells N]
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from ragrepro.paths import CONF_DIR, results_dir
+from ragrepro.rehearsal.cells import (
+    CellResult,
+    coverage_problem,
+    first_line,
+    sweep_cells,
+    write_summary,
+)
+
+log = logging.getLogger("rehearse")
+
+
+def paper_experiments(conf_dir: Path = CONF_DIR) -> list[str]:
+    base = conf_dir / "experiment"
+    return sorted(str(p.relative_to(base).with_suffix("")) for p in base.glob("*/paper/*.yaml"))
+
+
+def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
+    from ragrepro.configcheck import check_config
+    from ragrepro.runner import execute
+
+    started = time.time()
+    try:
+        cfg = compose("config", overrides=[f"experiment={experiment}", "rehearsal=cpu",
+                                           "wandb.mode=disabled", *cell, *extra])
+        check_config(cfg)
+        metrics = execute(cfg)
+        rerank = OmegaConf.select(cfg, "ralm.rerank", default=None)
+        error = coverage_problem(rerank, metrics)
+        status = "failed" if error else "ok"
+    except Exception as e:  # noqa: BLE001 - every failure is a row of the summary
+        log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())
+        status, error = "failed", first_line(e)
+    return CellResult(experiment, " ".join(cell), status, time.time() - started, error)
+
+
+def cells_of(experiment: str) -> list[list[str]]:
+    cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
+    params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
+    return sweep_cells(OmegaConf.to_container(params) if params is not None else None)
+
+
+def build_tables(root: Path) -> None:
+    from ragrepro.report.tables import build_all
+
+    for built in build_all(root, title_prefix="REHEARSAL (stand-ins, not results): "):
+        log.info("Rehearsal table %s -> %s", built.name, built.paths["md"])
+
+
+def write_plan_example(out: Path) -> None:
+    """The preflight of ralm/paper/fig4 on two stated 80 GB GPUs (docs/rehearsal.md links it)."""
+    from ragrepro.plan import plan_text
+
+    text = plan_text(["experiment=ralm/paper/fig4"], True, gpu_mem=80.0, gpus=2)
+    (out / "plan_ralm_paper_fig4.md").write_text(
+        "# `ragrepro plan -m experiment=ralm/paper/fig4 --gpu-mem 80 --gpus 2`\n\n"
+        + text + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="rehearse", description=__doc__)
+    ap.add_argument("--only", nargs="*", default=None, help="experiments (default: all paper)")
+    ap.add_argument("--limit", type=int, default=2)
+    ap.add_argument("--max-cells", type=int, default=None, help="per experiment (debugging)")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    out = results_dir() / "rehearsal"
+    extra = [f"limit={args.limit}", "overwrite=true"]
+    results: list[CellResult] = []
+    t0 = time.time()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for exp in args.only or paper_experiments():
+            for cell in cells_of(exp)[: args.max_cells]:
+                results.append(run_cell(exp, cell, extra))
+                r = results[-1]
+                log.info("%-6s %5.1fs %s %s %s", r.status, r.seconds, exp, r.cell, r.error)
+    try:
+        build_tables(out)
+    except Exception as e:  # noqa: BLE001 - a table failure is a failed rehearsal too
+        results.append(CellResult("tables", "build_all", "failed", 0.0, first_line(e)))
+    write_summary(results, out, time.time() - t0)
+    if not args.only:
+        write_plan_example(out)
+    failed = sum(r.status != "ok" for r in results)
+    log.info("%d of %d cells ok; %s", len(results) - failed, len(results), out / "summary.md")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

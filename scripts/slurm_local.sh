@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# A one-node Slurm on localhost, for testing `hydra/launcher=slurm` on this machine.
+#
+#   scripts/slurm_local.sh start    # munged + slurmctld + slurmd, waits until the node is idle
+#   scripts/slurm_local.sh stop     # stops the daemons this script started
+#   scripts/slurm_local.sh status   # sinfo
+#   scripts/slurm_local.sh env      # prints `export SLURM_CONF=...` for sbatch/squeue/submitit
+#
+# Needs root and Debian's slurmctld, slurmd and munge packages (`make setup-cluster`).
+# Everything (config, state, logs, pid files) lives under $RAGREPRO_SLURM_DIR
+# (default /tmp/ragrepro-slurm); nothing in /etc/slurm is touched. The daemons listen on
+# 127.0.0.1 only. No cgroups (proctrack/linuxproc, task/none) and no accounting database:
+# `sacct` is unavailable, so a job's fate is read from its own output files (submitit does).
+set -euo pipefail
+
+DIR="${RAGREPRO_SLURM_DIR:-/tmp/ragrepro-slurm}"
+CONF="$DIR/slurm.conf"
+CTLD_PORT="${RAGREPRO_SLURM_PORT:-6817}"
+NODE=localhost
+MUNGE_SOCKET="$DIR/munge/munge.socket.2"
+
+die() { echo "slurm_local: $*" >&2; exit 1; }
+
+need() {
+  command -v "$1" >/dev/null || die "$1 not found: run \`make setup-cluster\` (Debian packages slurmctld slurmd munge)."
+}
+
+write_conf() {
+  local cpus mem
+  cpus=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)  # nproc obeys OMP_NUM_THREADS
+  mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024 ))
+  mkdir -p "$DIR/state" "$DIR/spool" "$DIR/log" "$DIR/munge"
+  cat > "$CONF" <<EOF
+# Written by scripts/slurm_local.sh: one node on localhost, no cgroups, no accounting.
+ClusterName=ragrepro
+CommunicationParameters=NoInAddrAny
+SlurmctldHost=$NODE(127.0.0.1)
+SlurmctldPort=$CTLD_PORT
+SlurmdPort=$((CTLD_PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$MUNGE_SOCKET
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+SchedulerType=sched/backfill
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+MpiDefault=none
+ReturnToService=2
+StateSaveLocation=$DIR/state
+SlurmdSpoolDir=$DIR/spool
+SlurmctldPidFile=$DIR/slurmctld.pid
+SlurmdPidFile=$DIR/slurmd.pid
+SlurmctldLogFile=$DIR/log/slurmctld.log
+SlurmdLogFile=$DIR/log/slurmd.log
+SlurmctldTimeout=30
+SlurmdTimeout=30
+InactiveLimit=0
+KillWait=5
+# keep finished jobs visible to `scontrol` for a day: without accounting it is the only record
+MinJobAge=86400
+MaxArraySize=1001
+NodeName=$NODE NodeHostname=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+start_munge() {
+  if [ -S "$MUNGE_SOCKET" ] && munge -n -S "$MUNGE_SOCKET" >/dev/null 2>&1; then return; fi
+  # munged refuses a key or socket folder that others could read; it runs as root here.
+  install -m 700 -d "$DIR/munge"
+  [ -f "$DIR/munge/munge.key" ] || dd if=/dev/urandom of="$DIR/munge/munge.key" bs=1 count=1024 status=none
+  chmod 400 "$DIR/munge/munge.key"
+  munged --force --key-file="$DIR/munge/munge.key" --socket="$MUNGE_SOCKET" \
+    --pid-file="$DIR/munge/munged.pid" --log-file="$DIR/log/munged.log" \
+    --seed-file="$DIR/munge/munged.seed"
+  for _ in $(seq 50); do munge -n -S "$MUNGE_SOCKET" >/dev/null 2>&1 && return; sleep 0.2; done
+  die "munged did not answer on $MUNGE_SOCKET (log: $DIR/log/munged.log)"
+}
+
+wait_idle() {
+  for _ in $(seq 60); do
+    state=$(SLURM_CONF="$CONF" sinfo -h -n "$NODE" -o %T 2>/dev/null || true)
+    case "$state" in idle*|mixed*|allocated*) return 0 ;; esac
+    sleep 1
+  done
+  echo "--- slurmctld.log"; tail -20 "$DIR/log/slurmctld.log" 2>/dev/null || true
+  echo "--- slurmd.log"; tail -20 "$DIR/log/slurmd.log" 2>/dev/null || true
+  die "node $NODE is not idle after 60 s (state: ${state:-none})"
+}
+
+start() {
+  [ "$(id -u)" = 0 ] || die "must run as root (the daemons run as root here)."
+  need slurmctld; need slurmd; need munged; need sinfo
+  write_conf
+  start_munge
+  if ! pid_alive "$DIR/slurmctld.pid"; then
+    slurmctld -f "$CONF" -c   # -c: clean start, no jobs from an earlier session
+  fi
+  if ! pid_alive "$DIR/slurmd.pid"; then
+    slurmd -f "$CONF" -N "$NODE"
+  fi
+  wait_idle
+  echo "Slurm is up: export SLURM_CONF=$CONF"
+}
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pid() {
+  local file=$1 name=$2
+  if pid_alive "$file"; then
+    local pid; pid=$(cat "$file")
+    kill "$pid"
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
+    echo "stopped $name ($pid)"
+  fi
+  rm -f "$file"
+}
+
+stop() {
+  if [ -f "$CONF" ] && pid_alive "$DIR/slurmctld.pid"; then
+    SLURM_CONF="$CONF" scancel --full --state=RUNNING,PENDING -u root 2>/dev/null || true
+  fi
+  stop_pid "$DIR/slurmd.pid" slurmd
+  stop_pid "$DIR/slurmctld.pid" slurmctld
+  stop_pid "$DIR/munge/munged.pid" munged
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  status) SLURM_CONF="$CONF" sinfo ;;
+  env) echo "export SLURM_CONF=$CONF" ;;
+  *) die "usage: $0 start|stop|status|env" ;;
+esac
