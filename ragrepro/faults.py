@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import os
 import signal
-from pathlib import Path
 
 
 def _spec() -> tuple[str, int] | None:
@@ -27,10 +26,12 @@ def _armed() -> bool:
     once = os.environ.get("RAGREPRO_FAULT_ONCE")
     if not once:
         return True
-    marker = Path(once)
-    if marker.exists():
+    try:  # create-if-absent in one step: of parallel jobs, exactly one fires
+        fd = os.open(once, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
         return False
-    marker.write_text("fired\n")
+    with os.fdopen(fd, "w") as f:
+        f.write("fired\n")
     return True
 
 

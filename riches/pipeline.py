@@ -231,9 +231,11 @@ def _run_riches(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[st
 
     rc, kc = cfg.riches, cfg.riches.key
     constrained = rc.method == "riches"
-    # all demonstration propositions go into the index, so one index serves both prompts
-    kcorp, origin = build_key_corpus(kc, docs, lm, [pcfg] + [load_prompt(n) for n in
-                                                             ("single_hop", "multi_hop")])
+    # all demonstration propositions go into the index, so one index serves both prompts;
+    # the shipped prompts come first, so the key order (and keys_hash) is the same whichever
+    # prompt this run uses (a custom prompt's extra propositions come last)
+    kcorp, origin = build_key_corpus(kc, docs, lm, [load_prompt(n) for n in
+                                                    ("single_hop", "multi_hop")] + [pcfg])
     index = build_index(kcorp, lm, cfg.corpus.name, kc)
     constraint = KeyConstraint.for_tokenizer(
         index, lm.tokenizer, rc.markers.open, rc.markers.close, start=kc.start, end=kc.end,

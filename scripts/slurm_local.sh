@@ -109,27 +109,47 @@ start() {
   echo "Slurm is up: export SLURM_CONF=$CONF"
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
-
-stop_pid() {
-  local file=$1 name=$2
-  if pid_alive "$file"; then
-    local pid; pid=$(cat "$file")
-    kill "$pid"
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
-    kill -0 "$pid" 2>/dev/null && kill -9 "$pid"
-    echo "stopped $name ($pid)"
-  fi
-  rm -f "$file"
+kill_leftovers() {
+  # job steps (slurmstepd) that outlive slurmd; they run inside $DIR, nothing else does
+  local p cwd
+  for p in /proc/[0-9]*; do
+    cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
+    case "$cwd" in
+      "$DIR"|"$DIR"/*) kill -9 "${p#/proc/}" 2>/dev/null && echo "stopped leftover ${p#/proc/}" ;;
+    esac
+  done
+  return 0
 }
+
+pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 stop() {
   if [ -f "$CONF" ] && pid_alive "$DIR/slurmctld.pid"; then
-    SLURM_CONF="$CONF" scancel --full --state=RUNNING,PENDING -u root 2>/dev/null || true
+    SLURM_CONF="$CONF" scancel -u root 2>/dev/null || true
+    for _ in $(seq 25); do  # let cancelled and finishing steps end (5 s)
+      [ -z "$(SLURM_CONF="$CONF" squeue -h 2>/dev/null)" ] && break
+      sleep 0.2
+    done
   fi
-  stop_pid "$DIR/slurmd.pid" slurmd
-  stop_pid "$DIR/slurmctld.pid" slurmctld
-  stop_pid "$DIR/munge/munged.pid" munged
+  # SIGTERM to all three at once, wait for them together (3 s), then SIGKILL: this Slurm's
+  # state is thrown away (the next start is a clean start, -c)
+  local pids=() names=()
+  for entry in slurmd:slurmd.pid slurmctld:slurmctld.pid munged:munge/munged.pid; do
+    local name=${entry%%:*} file="$DIR/${entry#*:}"
+    if pid_alive "$file"; then pids+=("$(cat "$file")"); names+=("$name"); kill "$(cat "$file")"; fi
+    rm -f "$file"
+  done
+  for _ in $(seq 15); do
+    local alive=0
+    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  for i in "${!pids[@]}"; do
+    kill -0 "${pids[$i]}" 2>/dev/null && kill -9 "${pids[$i]}"
+    echo "stopped ${names[$i]} (${pids[$i]})"
+  done
+  kill_leftovers
 }
 
 case "${1:-}" in

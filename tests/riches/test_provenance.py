@@ -90,6 +90,11 @@ def test_every_key_type_records_its_provenance(tmp_path, monkeypatch) -> None:
     assert origin["keys_n_demo"] == 1 and origin["keys_corpus_articles"] == 50
     assert origin["keys_n_articles"] == len(sampled | {"Article 7"})
     assert origin["keys_hash"] == keys_hash(kcorp)
+    other = {"examples": [{"steps": [{"title": "Article 9", "proposition": "Article 9 is old."}]}]}
+    # a run's own prompt is listed again after the shipped ones: same keys, same hash
+    single_run = build_key_corpus(kc, docs, FakeLM(), [demo, other, demo])[1]["keys_hash"]
+    assert single_run == build_key_corpus(kc, docs, FakeLM(), [demo, other, other])[1]["keys_hash"]
+    assert single_run != build_key_corpus(kc, docs, FakeLM(), [other, demo])[1]["keys_hash"]
     title_corpus, title_origin = build_key_corpus(OmegaConf.create({"unit": "title"}), docs,
                                                   FakeLM(), [demo])
     assert title_origin == {"keys_source": "corpus", "keys_articles": "all",
