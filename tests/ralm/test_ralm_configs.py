@@ -70,7 +70,7 @@ def test_documented_local_text_command_composes(tmp_path):
 def test_mini_table1_is_the_documented_sizing():
     cfg = _compose(["experiment=ralm/table1"])
     r = cfg.ralm
-    assert (r.max_length, r.stride, r.doc_max_tokens, r.k, cfg.limit) == (256, 8, 64, 4, 10)
+    assert (r.max_length, r.stride, r.doc_max_tokens, r.k, cfg.limit) == (256, 16, 64, 4, 10)
     assert Path(CONF_DIR / "reranker" / "minilm-l6.yaml").exists()
 
 
