@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,3 +104,22 @@ class RaiseUserErrors:
             cause = e.__context__  # `raise SystemExit(2) from None` keeps it here
             detail = f"{type(cause).__name__}: {cause}" if cause is not None else "no message"
             raise CellError(f"exit code {e.code}: {detail}") from None
+
+
+def collect(cells: list[Cell], wait: Callable[[Cell], JobReturn]) -> list[JobReturn]:
+    """Wait for every submitted cell (`wait` returns its JobReturn) so that one failure does not
+    abandon the others mid-run; all failures are reported together, with their errors."""
+    returns, failures = [], []
+    for cell in cells:
+        if cell.finished:
+            returns.append(skipped_return(cell))
+            continue
+        try:
+            ret = wait(cell)
+            _ = ret.return_value  # raises the cell's own exception if it failed
+            returns.append(ret)
+        except Exception as e:  # noqa: BLE001 - every failure is reported together
+            failures.append((cell, e))
+    if failures:
+        raise failed_cells_error(failures)
+    return returns

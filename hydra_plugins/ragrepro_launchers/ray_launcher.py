@@ -13,7 +13,7 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, configure_log, setup_globals
 from omegaconf import OmegaConf
 
-from ._common import Cell, RaiseUserErrors, failed_cells_error, log_plan, plan_cells, skipped_return
+from ._common import Cell, RaiseUserErrors, collect, log_plan, plan_cells
 
 try:  # `make setup-cluster`; without it this module defines no launcher (Hydra scans it)
     from hydra_plugins.hydra_ray_launcher.ray_launcher import RayLauncher
@@ -102,20 +102,6 @@ def launch_cells(launcher: Any, job_overrides: Sequence[Sequence[str]],
 
 
 def _collect(cells: list[Cell], refs: dict[int, Any]) -> list[JobReturn]:
-    """Wait for every task, so one failure does not abandon the others mid-run."""
     import ray
 
-    returns, failures = [], []
-    for cell in cells:
-        if cell.finished:
-            returns.append(skipped_return(cell))
-            continue
-        try:
-            ret = ray.get(refs[cell.idx])
-            _ = ret.return_value  # raises the cell's own exception if it failed
-            returns.append(ret)
-        except Exception as e:  # noqa: BLE001 - every failure is reported together
-            failures.append((cell, e))
-    if failures:
-        raise failed_cells_error(failures)
-    return returns
+    return collect(cells, lambda cell: ray.get(refs[cell.idx]))

@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from ragrepro.cluster import Resources, group_by_resources
 
-from ._common import Cell, RaiseUserErrors, failed_cells_error, log_plan, plan_cells, skipped_return
+from ._common import Cell, RaiseUserErrors, collect, log_plan, plan_cells
 
 try:  # `make setup-cluster`; without it this module defines no launcher (Hydra scans it)
     from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
@@ -83,21 +83,7 @@ def launch_cells(launcher: Any, job_overrides: Sequence[Sequence[str]],
 
 
 def _collect(cells: list[Cell], jobs: dict[int, Any]) -> list[JobReturn]:
-    """Wait for every job; a failed cell's error (with its traceback) is reported after all."""
-    returns, failures = [], []
-    for cell in cells:
-        if cell.finished:
-            returns.append(skipped_return(cell))
-            continue
-        try:
-            ret = jobs[cell.idx].results()[0]
-            _ = ret.return_value  # raises the cell's own exception if it failed
-            returns.append(ret)
-        except Exception as e:  # noqa: BLE001 - every failure is reported together
-            failures.append((cell, e))
-    if failures:
-        raise failed_cells_error(failures)
-    return returns
+    return collect(cells, lambda cell: jobs[cell.idx].results()[0])
 
 
 class _CellMixin:
