@@ -152,7 +152,7 @@ def _paired_delta(a: dict, b: dict, value: str) -> str:
     if test is None:
         return f"{diff} (no CI)"
     return (f"{diff} [{test.low:+.1f}, {test.high:+.1f}] p={test.p_value:.2f}"
-            f"{zero_mark(test.includes_zero)}")
+            f"{zero_mark(test.includes_zero, test.p_value)}")
 
 
 def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

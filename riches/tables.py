@@ -89,7 +89,7 @@ def paired_vs_riches(r: dict[str, str], rows: Sequence[dict[str, str]], metric: 
     if test is None:
         return f"{diff:+.3f} (no CI)"
     return (f"{diff:+.3f} [{test.low:+.3f}, {test.high:+.3f}] p={test.p_value:.2f}"
-            f"{zero_mark(test.includes_zero)}")
+            f"{zero_mark(test.includes_zero, test.p_value)}")
 
 
 def build_table(rows: Sequence[dict[str, str]], by: Sequence[str],

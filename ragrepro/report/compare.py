@@ -15,6 +15,7 @@ from typing import Any
 from ..errors import RagreproError
 from ..paths import results_dir
 from .runs import RunRecord, find_run
+from .table_stats import zero_mark
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 
 log = logging.getLogger(__name__)
@@ -113,7 +114,8 @@ def _paired_cell(base: RunRecord, run: RunRecord, metric: str, st: StatsSettings
                            "diff", st)
     if test is None:
         return f"({why})"
-    mark = "≈0 (CI includes 0)" if test.includes_zero else "≠0"
+    mark = ("≈0 (CI includes 0)" if test.includes_zero
+            else zero_mark(False, test.p_value).strip())
     return (f"{test.estimate:+.4g} [{test.low:+.4g}, {test.high:+.4g}] "
             f"p={test.p_value:.3g} {mark}")
 

@@ -27,7 +27,7 @@ def _gain_line(r: TableRow) -> str:
           if s.test_low is not None and s.test_high is not None else " [no CI]")
     # relative change, as the paper tables print it (perplexity: negative = better)
     return (f'<div class="gain">vs baseline {100 * r.ours_gain:+.1f}%{ci}'
-            f"{html.escape(zero_mark(s.includes_zero))}</div>")
+            f"{html.escape(zero_mark(s.includes_zero, s.p_value))}</div>")
 
 
 def _ours_block(r: TableRow, label: str = "") -> str:

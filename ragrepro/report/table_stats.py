@@ -66,7 +66,7 @@ def add_test(stats: RowStats, rec: Any, partner: Any, metric: str | None, contra
                     f"relative change undefined (baseline 0); paired difference "
                     f"{scale * diff.estimate:+.2f} [{scale * diff.low:+.2f}, "
                     f"{scale * diff.high:+.2f}] p={diff.p_value:.3f}"
-                    f"{zero_mark(diff.includes_zero)}")
+                    f"{zero_mark(diff.includes_zero, diff.p_value)}")
         return stats
     k = 1.0 if contrast == "rel" else scale
     stats.test_estimate, stats.test_low, stats.test_high = (k * test.estimate, k * test.low,
@@ -83,11 +83,15 @@ def fmt_ci(value: float | None, low: float | None, high: float | None, digits: i
     return f"{value:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}]"
 
 
-def zero_mark(includes_zero: bool | None) -> str:
-    """The mark every table uses: '≈0' when the paired CI includes zero."""
+def zero_mark(includes_zero: bool | None, p_value: float | None = None) -> str:
+    """The mark every table uses: '≈0' when the paired CI includes zero; '≠0' when it excludes
+    zero and the permutation test agrees (p < 0.05); 'borderline' when the two disagree (a
+    percentile CI over few units tends to be too narrow, so it alone does not settle it)."""
     if includes_zero is None:
         return ""
-    return " ≈0" if includes_zero else " ≠0"
+    if includes_zero:
+        return " ≈0"
+    return " borderline" if p_value is not None and p_value >= 0.05 else " ≠0"
 
 
 def fmt_test(stats: RowStats, percent: bool) -> str:
@@ -96,4 +100,4 @@ def fmt_test(stats: RowStats, percent: bool) -> str:
         return " [no CI]" if stats.test_note else ""
     f = 100.0 if percent else 1.0
     return (f" [{f * stats.test_low:+.1f}, {f * stats.test_high:+.1f}] "
-            f"p={stats.p_value:.3f}{zero_mark(stats.includes_zero)}")
+            f"p={stats.p_value:.3f}{zero_mark(stats.includes_zero, stats.p_value)}")

@@ -36,6 +36,9 @@ def test_grid_cell_marks_a_gain_whose_ci_includes_zero():
     cell = grid_cell([r])
     assert "vs baseline +2.6% [-2.0, +9.0] ≈0" in cell and "paper 29.6" in cell
     r.stats.includes_zero, r.stats.test_low = False, 0.01
+    # a CI excluding zero with p = 0.43: the two disagree, so the cell says borderline
+    assert "borderline" in grid_cell([r]) and "≠0" not in grid_cell([r])
+    r.stats.p_value = 0.01
     assert "≠0" in grid_cell([r])
 
 

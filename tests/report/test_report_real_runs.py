@@ -105,4 +105,4 @@ def test_report_on_real_riches_runs(tmp_path):
     text = md.read_text()
     assert "RICHES − row: f1_squad" in text
     base = next(ln for ln in text.splitlines() if "| no_retrieval |" in ln)
-    assert " p=" in base and ("≈0" in base or "≠0" in base)
+    assert " p=" in base and ("≈0" in base or "≠0" in base or "borderline" in base)
