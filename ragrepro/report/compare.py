@@ -15,8 +15,8 @@ from typing import Any
 from ..errors import RagreproError
 from ..paths import results_dir
 from .runs import RunRecord, find_run
-from .table_stats import zero_mark
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
+from .table_stats import zero_mark
 
 log = logging.getLogger(__name__)
 
