@@ -1,15 +1,13 @@
 """Shared pieces of the benchmarks: timing, the machine's matmul peak, result writing."""
 from __future__ import annotations
 
-import csv
-import io
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragrepro.io import atomic_write_text
+from ragrepro.io import write_rows_csv
 from ragrepro.named_configs import group_config, load_model
 
 
@@ -43,14 +41,7 @@ def matmul_peak_gflops(dtype: str = "float32", n: int = 1024) -> float:
 
 
 def write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
-    header: list[str] = []
-    for r in rows:
-        header += [k for k in r if k not in header]
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=header)
-    w.writeheader()
-    w.writerows(rows)
-    atomic_write_text(path, buf.getvalue())
+    write_rows_csv(path, rows)
 
 
 def interleaved_best(fns: dict[str, Callable[[], Any]], repeat: int = 2

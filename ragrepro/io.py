@@ -132,3 +132,19 @@ def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError:
             break
     return out
+
+
+def write_rows_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
+    """Rows as CSV, atomically; the header is the union of their keys in first-seen order
+    (summary rows of different runs may carry different setting columns)."""
+    import csv
+    import io
+
+    header: list[str] = []
+    for r in rows:
+        header += [k for k in r if k not in header]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())

@@ -7,7 +7,7 @@ one to retrievals.jsonl; at the end it writes retrieval.json in the official for
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -149,31 +149,12 @@ def _other_zeroshot(scorer: Any, lm: Any, s: EvalSettings, encode_doc_scorer):
     return nlls
 
 
-def run(cfg: DictConfig, run: Run) -> Result:
-    from tqdm import tqdm
-
-    s = eval_settings(cfg)
-    s.validate()
-    r = cfg.ralm
-    word_rule = str(r.get("word_count", "spaces"))
-    if word_rule not in WORD_COUNT_RULES:
-        raise ConfigError(f"ralm.word_count={word_rule!r}; use one of {WORD_COUNT_RULES}.")
-    stream_mode = str(r.get("stream", "joined"))
-    rfile = retrieval_file(cfg)
-    scorer_name = r.get("scorer_model")
-    if scorer_name and s.rerank != "zeroshot":
-        raise ConfigError("ralm.scorer_model only applies to ralm.rerank=zeroshot.")
-
-    with run.timed("load_data"):
-        docs = load_texts(cfg)
-        texts = streams_of(docs, stream_mode)
-    with run.timed("load_model"):
-        from hydra.utils import instantiate
-
-        lm = instantiate(cfg.model)
-    streams = [lm.encode(t) for t in texts]  # the model's BOS policy (Gemma: BOS first)
-    settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
-
+def document_source(cfg: DictConfig, s: Any, run: Run, docs: list, texts: list[str],
+                    streams: list[list[int]], lm: Any, stream_mode: str,
+                    rfile: Any) -> tuple[Any, dict | None, Any, list[str]]:
+    """Where each window's documents come from: the gold articles, an official retrieval file
+    (checked against this run's windows) or a retriever; with its settings, the near-duplicate
+    filter and the excluded titles."""
     source, retriever_settings, near_dup = None, None, None
     exclude = forbidden_titles(cfg) if s.rerank not in ("none", "gold") else []
     if s.rerank == "gold":
@@ -208,20 +189,12 @@ def run(cfg: DictConfig, run: Run) -> Result:
                 source = RetrieverSource(retriever, s.k, exclude, near_dup)
                 retriever_settings = retriever.settings()
 
-    predict = None
-    reranker_info: dict[str, Any] = {}
-    if s.rerank == "predictive":
-        with run.timed("reranker"):
-            predict, reranker_info = get_reranker(cfg, lm, source_for_training(cfg, s))
-    zs_other, scorer_info = None, None
-    if scorer_name and scorer_name != cfg.model.name:
-        with run.timed("load_scorer"):
-            scorer, scorer_info = load_model_by_name(cfg, scorer_name)
-        zs_other = _other_zeroshot(scorer, lm, s, doc_encoder(scorer, s.doc_max_tokens,
-                                                               scorer.add_bos))
+    return source, retriever_settings, near_dup, exclude
 
-    done: dict[tuple[int, int], dict] = {(d["text"], d["window"]): d
-                                         for d in run.repair_samples()}
+
+def resume_state(run: Run) -> tuple[dict[tuple[int, int], dict], dict[tuple[int, int], dict]]:
+    """(text, window) -> scored window record and -> retrieval record, from a killed run."""
+    done = {(d["text"], d["window"]): d for d in run.repair_samples()}
     restored: dict[tuple[int, int], dict] = {}
     rpath = run.path("retrievals.jsonl")
     if rpath.exists():
@@ -229,36 +202,13 @@ def run(cfg: DictConfig, run: Run) -> Result:
             restored[(rec["text"], rec["window"])] = rec
     if done:
         log.info("Resuming: %d windows already scored", len(done))
+    return done, restored
 
-    import json
 
-    from ragrepro.io import append_line
-
-    def add_retrieval(text_index: int):
-        def f(rec: dict) -> None:
-            append_line(rpath, json.dumps({"text": text_index, **rec}, ensure_ascii=False))
-        return f
-
-    encode_doc = doc_encoder(lm, s.doc_max_tokens, s.window_bos)
-    all_records: list[list[dict]] = []
-    evaluators: list[StreamEval] = []
-    total = sum(len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams)
-    with run.timed("evaluate"), tqdm(total=total, desc=f"ralm {cfg.model.name} {s.rerank}",
-                                     unit="win", initial=len(done)) as bar:
-        for ti, st in enumerate(streams):
-            ev = StreamEval(lm, s, source, encode_doc, bos_id=lm.bos_id, predict=predict,
-                            zeroshot_other=zs_other, on_window=run.add_sample,
-                            on_retrieval=add_retrieval(ti), text_index=ti,
-                            reranker_prefix_tokens=reranker_info.get("prefix_tokens"))
-            mine = {w: d for (t, w), d in done.items() if t == ti}
-            rest = {w: d for (t, w), d in restored.items() if t == ti}
-            all_records.append(ev.run(st, mine, rest, progress=bar))
-            evaluators.append(ev)
-
-    with run.timed("write_retrieval_file"):
-        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, stream_mode)
-
-    metrics = aggregate(all_records, streams, texts, word_rule, lm.add_bos)
+def record_sources(settings: dict[str, Any], retriever_settings: dict | None, rfile: Any,
+                   exclude: list[str], near_dup: Any, scorer_info: dict | None,
+                   reranker_info: dict[str, Any]) -> None:
+    """Add what the documents, the scorer and the reranker were to the row's settings."""
     settings.update({"retriever": (retriever_settings or {}).get("name",
                                    (retriever_settings or {}).get("retriever"))
                      if not rfile else "file", "n_forbidden_titles": len(exclude),
@@ -274,6 +224,94 @@ def run(cfg: DictConfig, run: Run) -> Result:
         settings.update(reranker_model=reranker_info.get("model_key"),
                         reranker_encoder=reranker_info.get("encoder"),
                         reranker_label_model=reranker_info.get("label_model"))
+
+
+def retrieval_logger(path: Path, text_index: int) -> Callable[[dict], None]:
+    """Appends each retrieval of one text to retrievals.jsonl as it happens (resume input)."""
+    import json
+
+    from ragrepro.io import append_line
+
+    def log_one(rec: dict) -> None:
+        append_line(path, json.dumps({"text": text_index, **rec}, ensure_ascii=False))
+    return log_one
+
+
+def evaluate_streams(run: Run, lm: Any, s: Any, source: Any, encode_doc: Any,
+                     streams: list[list[int]], desc: str,
+                     **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval]]:
+    """Score every window of every stream, resuming the windows (and retrievals) a killed run
+    already wrote; returns the per-window records and the evaluators, per stream."""
+    from tqdm import tqdm
+
+    done, restored = resume_state(run)
+    all_records: list[list[dict]] = []
+    evaluators: list[StreamEval] = []
+    total = sum(len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams)
+    with tqdm(total=total, desc=desc, unit="win", initial=len(done)) as bar:
+        for ti, st in enumerate(streams):
+            ev = StreamEval(lm, s, source, encode_doc, bos_id=lm.bos_id,
+                            on_window=run.add_sample, text_index=ti,
+                            on_retrieval=retrieval_logger(run.path("retrievals.jsonl"), ti),
+                            **ev_kwargs)
+            mine = {w: d for (t, w), d in done.items() if t == ti}
+            rest = {w: d for (t, w), d in restored.items() if t == ti}
+            all_records.append(ev.run(st, mine, rest, progress=bar))
+            evaluators.append(ev)
+    return all_records, evaluators
+
+
+def run(cfg: DictConfig, run: Run) -> Result:
+    s = eval_settings(cfg)
+    s.validate()
+    r = cfg.ralm
+    word_rule = str(r.get("word_count", "spaces"))
+    if word_rule not in WORD_COUNT_RULES:
+        raise ConfigError(f"ralm.word_count={word_rule!r}; use one of {WORD_COUNT_RULES}.")
+    stream_mode = str(r.get("stream", "joined"))
+    rfile = retrieval_file(cfg)
+    scorer_name = r.get("scorer_model")
+    if scorer_name and s.rerank != "zeroshot":
+        raise ConfigError("ralm.scorer_model only applies to ralm.rerank=zeroshot.")
+
+    with run.timed("load_data"):
+        docs = load_texts(cfg)
+        texts = streams_of(docs, stream_mode)
+    with run.timed("load_model"):
+        from hydra.utils import instantiate
+
+        lm = instantiate(cfg.model)
+    streams = [lm.encode(t) for t in texts]  # the model's BOS policy (Gemma: BOS first)
+    settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
+
+    source, retriever_settings, near_dup, exclude = document_source(
+        cfg, s, run, docs, texts, streams, lm, stream_mode, rfile)
+
+    predict = None
+    reranker_info: dict[str, Any] = {}
+    if s.rerank == "predictive":
+        with run.timed("reranker"):
+            predict, reranker_info = get_reranker(cfg, lm, source_for_training(cfg, s))
+    zs_other, scorer_info = None, None
+    if scorer_name and scorer_name != cfg.model.name:
+        with run.timed("load_scorer"):
+            scorer, scorer_info = load_model_by_name(cfg, scorer_name)
+        zs_other = _other_zeroshot(scorer, lm, s, doc_encoder(scorer, s.doc_max_tokens,
+                                                               scorer.add_bos))
+
+    encode_doc = doc_encoder(lm, s.doc_max_tokens, s.window_bos)
+    with run.timed("evaluate"):
+        all_records, evaluators = evaluate_streams(
+            run, lm, s, source, encode_doc, streams, f"ralm {cfg.model.name} {s.rerank}",
+            predict=predict, zeroshot_other=zs_other,
+            reranker_prefix_tokens=reranker_info.get("prefix_tokens"))
+
+    with run.timed("write_retrieval_file"):
+        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, stream_mode)
+
+    metrics = aggregate(all_records, streams, texts, word_rule, lm.add_bos)
+    record_sources(settings, retriever_settings, rfile, exclude, near_dup, scorer_info,
+                   reranker_info)
     extra = {"retriever_settings": retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
     return Result(metrics=metrics, settings=settings, extra=extra)

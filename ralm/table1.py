@@ -11,8 +11,6 @@ numbers beside them, and the headline question answered from our numbers. (resul
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import logging
 import math
@@ -20,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ragrepro.errors import DataError
-from ragrepro.io import atomic_write_text
+from ragrepro.io import atomic_write_text, write_rows_csv
 from ragrepro.paths import results_dir
 from ragrepro.report.keyed import (
     KeyedRun,
@@ -356,16 +354,9 @@ def build(name: str = "ralm/table1", root: Path | None = None,
         raise SystemExit(f"No finished runs under {root / name}: run "
                          f"`ragrepro -m experiment={name}` first.")
     rows = rows_of(runs, st)
-    header: list[str] = []
-    for r in rows:
-        header += [k for k in r if k not in header]
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=header)
-    writer.writeheader()
-    writer.writerows(rows)
     csv_path = root / f"{name}_summary.csv"
     md_path = root / f"{name}.md"
-    atomic_write_text(csv_path, buf.getvalue())
+    write_rows_csv(csv_path, rows)
     atomic_write_text(md_path, to_markdown(rows, runs, name, st))
     log.info("Wrote %s and %s", csv_path, md_path)
     return csv_path, md_path
