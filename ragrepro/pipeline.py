@@ -1,16 +1,33 @@
 """What a pipeline is, for the runner and for method packages: the public core contract.
 
-An experiment config names its pipeline in `pipeline._target_` (e.g. `ralm.lm_eval.run`);
-the runner (ragrepro.runner.execute) calls it with the composed config and the run's folder
-and records the Result it returns as one CSV row.
+An experiment config names its pipeline and the components it needs; Hydra builds them:
+
+    pipeline:
+      _target_: ralm.lm_eval.run      # a function run(run, *, lm, texts, ..., settings)
+      _partial_: true                 # or a class whose instances are called with the run
+      lm: ${model}                    # components: interpolations of top-level config nodes
+      texts: ${dataset}
+      settings: ${ralm}               # a structured (typed) settings node
+
+The runner (ragrepro.runner.execute) checks whether the run is finished, then builds the
+pipeline (`build_pipeline`: every nested `_target_` is instantiated, structured settings become
+their dataclasses) and calls `pipeline(run=run) -> Result`. Arguments of a pipeline node are
+interpolations of nodes that are hashed on their own, so the run id hashes only the pipeline's
+`_target_` (ragrepro.tracking.run_id_of).
+
+A legacy target `fn(cfg, run)` (it names a `cfg` parameter) is still called with the composed
+config; tests/core/test_pipeline_contract.py lists the experiments that still use one.
 """
 from __future__ import annotations
 
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from .errors import ConfigError
 from .tracking import Run
 
 
@@ -24,6 +41,44 @@ class Result:
 
 
 class Pipeline(Protocol):
-    """`pipeline(cfg=cfg, run=run) -> Result`; per-sample records go to run's files."""
+    """`pipeline(run=run) -> Result`; per-sample records go to the run's files."""
 
-    def __call__(self, cfg: DictConfig, run: Run) -> Result: ...
+    def __call__(self, run: Run) -> Result: ...
+
+
+def pipeline_target(cfg: DictConfig) -> str:
+    target = OmegaConf.select(cfg, "pipeline._target_")
+    if not target:
+        raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
+                          "`ragrepro experiment=ralm/table1` (see `ragrepro --help`).")
+    return str(target)
+
+
+def is_legacy(fn: Any) -> bool:
+    """A target written against the old contract `fn(cfg, run)`."""
+    try:
+        return "cfg" in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def pipeline_callable(cfg: DictConfig) -> Any:
+    """The pipeline's target, imported (a bad path is refused before the run starts)."""
+    from hydra.utils import get_object
+
+    target = pipeline_target(cfg)
+    try:
+        return get_object(target)
+    except Exception as e:
+        raise ConfigError(f"pipeline._target_ `{target}` cannot be imported ({e}); check the "
+                          "experiment file's `pipeline:` node.") from e
+
+
+def build_pipeline(cfg: DictConfig) -> Pipeline:
+    """Instantiate the pipeline node and its components (models load here)."""
+    from hydra.utils import instantiate
+
+    fn = pipeline_callable(cfg)
+    if is_legacy(fn):
+        return functools.partial(fn, cfg=cfg)
+    return instantiate(cfg.pipeline, _convert_="object")

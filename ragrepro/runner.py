@@ -12,10 +12,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from .cluster import sweep_group
 from .codeversion import announce_reuse, mixed
-from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
 from .paths import results_dir
-from .pipeline import Pipeline, Result
+from .pipeline import Result, build_pipeline, pipeline_callable
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
@@ -59,16 +58,6 @@ def row_dtype(cfg: DictConfig) -> str | None:
     return dtype
 
 
-def _resolve_pipeline(cfg: DictConfig) -> Pipeline:
-    target = OmegaConf.select(cfg, "pipeline._target_")
-    if not target:
-        raise ConfigError("This config has no `pipeline._target_`: choose an experiment, e.g. "
-                          "`ragrepro experiment=ralm/table1` (see `ragrepro --help`).")
-    from hydra.utils import get_method
-
-    return get_method(target)
-
-
 def run_for(resolved: dict[str, Any]) -> Run:
     """The run (folders, CSV) a resolved config writes to; launchers use it to skip
     finished cells before submitting them."""
@@ -104,7 +93,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         finished = json.loads((run.final_dir / "metrics.json").read_text())
         announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
         return finished["metrics"]
-    pipeline = _resolve_pipeline(cfg)
+    pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
     if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         from .plan import check_fits
 
@@ -121,7 +110,9 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     try:
         mirror.log_config(resolved)
         started = time.time()
-        result: Result = pipeline(cfg=cfg, run=run)
+        with run.timed("build"):
+            pipeline = build_pipeline(cfg)
+        result: Result = pipeline(run=run)
         settings = {**base_settings(cfg), **result.settings}
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
                     "packages": package_versions(), "machine": machine(),

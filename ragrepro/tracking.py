@@ -55,8 +55,14 @@ def scrub_secrets(obj: Any) -> Any:
 
 
 def run_id_of(resolved_cfg: dict[str, Any]) -> str:
-    """Hash of the resolved config without cosmetic keys: same settings, same id."""
-    return hash_obj({k: v for k, v in resolved_cfg.items() if k not in COSMETIC_KEYS})
+    """Hash of the resolved config without cosmetic keys: same settings, same id.
+
+    The pipeline node counts by its `_target_` only: its other arguments interpolate nodes
+    (model, dataset, settings) that are hashed where they live (ragrepro.pipeline)."""
+    kept = {k: v for k, v in resolved_cfg.items() if k not in COSMETIC_KEYS}
+    if isinstance(kept.get("pipeline"), dict):
+        kept["pipeline"] = {"_target_": kept["pipeline"].get("_target_")}
+    return hash_obj(kept)
 
 
 @dataclass
