@@ -81,4 +81,12 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     fn = pipeline_callable(cfg)
     if is_legacy(fn):
         return functools.partial(fn, cfg=cfg)
-    return instantiate(cfg.pipeline, _convert_="object")
+    from hydra.errors import InstantiationException
+
+    try:
+        return instantiate(cfg.pipeline, _convert_="object")
+    except InstantiationException as e:
+        # e.g. a settings dataclass given an unknown (renamed) or missing key
+        raise ConfigError(f"Building the pipeline `{pipeline_target(cfg)}` failed: {e}. Check "
+                          "the keys of the experiment and its settings files against the "
+                          "dataclass named in the message.") from e

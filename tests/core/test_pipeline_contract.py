@@ -87,3 +87,10 @@ def test_legacy_targets_only_shrink():
     legacy = {t for t in set(_experiment_targets().values()) if is_legacy(get_object(t))}
     assert legacy <= LEGACY_TARGETS, f"new legacy pipelines: {legacy - LEGACY_TARGETS}"
     assert LEGACY_TARGETS <= legacy, f"converted, remove from LEGACY_TARGETS: {LEGACY_TARGETS - legacy}"
+
+
+def test_unknown_settings_key_is_a_config_error():
+    cfg = _cfg()
+    cfg.settings.scael = 1.0  # a misspelt key must not be ignored
+    with pytest.raises(ConfigError, match="scael"):
+        build_pipeline(cfg)
