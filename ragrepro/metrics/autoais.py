@@ -240,23 +240,43 @@ class LLMJudgeScorer:
                 "autoais_threshold": self.threshold, "autoais_judge_prompt": JUDGE_PROMPT}
 
     def score_prompts(self, prompts: Sequence[str]) -> list[dict[str, Any]]:
-        rows, starts = [], []
-        for p in prompts:
+        """log P(" yes") and log P(" no") after each prompt. When both answers are one token
+        appended to the prompt's own tokens, one forward pass of the prompt gives both (the
+        same numbers as scoring the two continuations, at half the cost); otherwise each
+        continuation is scored on its own."""
+        rows, starts, fast = [], [], {}
+        for i, p in enumerate(prompts):
             prefix = self.lm.encode(p)
-            for cand in (JUDGE_YES, JUDGE_NO):
-                full = self.lm.encode(p + cand)
+            fulls = [self.lm.encode(p + cand) for cand in (JUDGE_YES, JUDGE_NO)]
+            if hasattr(self.lm, "model") and all(
+                    len(f) == len(prefix) + 1 and f[:-1] == prefix for f in fulls):
+                fast[i] = next_token_logprobs(self.lm, prefix, [f[-1] for f in fulls])
+                continue
+            for full in fulls:
                 # score the continuation tokens (tokenisation of the boundary may merge)
-                common = _common_prefix(prefix, full)
                 rows.append(full)
-                starts.append(max(1, common))
-        lps = self.lm.score_targets(rows, starts, batch_size=self.batch_size)
+                starts.append(max(1, _common_prefix(prefix, full)))
+        lps = iter(self.lm.score_targets(rows, starts, batch_size=self.batch_size) if rows else [])
         out = []
         for i in range(len(prompts)):
-            yes, no = float(lps[2 * i].sum()), float(lps[2 * i + 1].sum())
+            yes, no = fast[i] if i in fast else (float(next(lps).sum()), float(next(lps).sum()))
             score = 1.0 / (1.0 + math.exp(no - yes))
             out.append({"nli_score": score, "logp_yes": yes, "logp_no": no,
                         "attributed": score > self.threshold})
         return out
+
+
+def next_token_logprobs(lm: Any, prefix: Sequence[int], token_ids: Sequence[int]) -> list[float]:
+    """log P(token | prefix) for each token, from one forward pass that computes the
+    vocabulary logits at the last position only (the model's own head, soft-capping
+    included)."""
+    import torch
+
+    with torch.no_grad():
+        ids = torch.tensor([list(prefix)], dtype=torch.long, device=lm.device)
+        logits = lm.model(input_ids=ids, logits_to_keep=1).logits[0, -1]
+        logp = torch.log_softmax(logits.float(), dim=-1).double().cpu()
+    return [float(logp[t]) for t in token_ids]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
