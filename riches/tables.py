@@ -24,7 +24,8 @@ TABLES: dict[str, list[str]] = {
     "main": ["dataset_hops", "riches_method", "retriever", "k"],
 }
 CONTEXT = ["model", "dataset", "split", "limit", "key_type", "beam_size", "adaptive",
-           "thoughts", "autoais_scorer", "keys_articles", "keys_n_articles"]
+           "thoughts", "autoais_scorer", "autoais_judge_accuracy", "keys_articles",
+           "keys_n_articles"]
 # Metrics that get a 95% CI over questions, and the ones RICHES is paired against its
 # baselines on (main table).
 CI_METRICS = ["f1_squad", "em_squad", "autoais", "autoais_substitute", "autoais_mean_score",
@@ -121,6 +122,17 @@ def to_markdown(title: str, header: list[str], body: list[list[str]], note: str 
     return "\n".join(lines) + "\n"
 
 
+def judge_note(rows: Sequence[dict[str, str]]) -> str:
+    """The AutoAIS substitute's judge and its accuracy on the hand-checked set, for the label."""
+    judges = sorted({f"{r.get('autoais_scorer')}: "
+                     f"{r.get('autoais_judge_accuracy') or 'not recorded (an older row)'}"
+                     for r in rows if str(r.get("autoais_scorer", "")).startswith("llm-judge")})
+    if not judges:
+        return ""
+    return (" Judge accuracy on the hand-checked attribution set (docs/autoais.md; always-yes "
+            "and always-no score 50%; results/judge/judge_eval.md): " + "; ".join(judges) + ".")
+
+
 def fill_soft_score(row: dict[str, str], runs: Path) -> dict[str, str]:
     """Add the mean NLI score (RICHES app. 10.2) from the run's autoais.jsonl when the row
     predates that column."""
@@ -155,7 +167,8 @@ def write_table(table: str, results: Path) -> tuple[Path, Path]:
             f"questions ({DEFAULT_STATS.resamples} resamples, seed {DEFAULT_STATS.seed}; "
             "ragrepro.stats). `RICHES − row`: RICHES minus "
             "the baseline on the same questions, paired bootstrap 95% CI, paired permutation "
-            "p-value, ≈0 when the CI includes zero (not distinguishable from noise).")
+            "p-value, ≈0 when the CI includes zero (not distinguishable from noise)."
+            + judge_note(rows))
     md = results / "riches" / f"{table}_table.md"
     out_csv = results / "riches" / f"{table}_table.csv"
     atomic_write_text(md, to_markdown(f"RICHES {table} (ours)", header, body, note))

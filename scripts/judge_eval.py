@@ -29,15 +29,19 @@ from ragrepro.metrics.judge_set import (
     SUPPORTED,
     JudgeItem,
     accuracy_by_kind,
+    best_threshold,
+    cross_validated,
     judge_quality,
     load_judge_set,
+    roc_auc,
 )
 from ragrepro.paths import results_dir
 
 log = logging.getLogger("judge_eval")
 MODELS = ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
 PASSAGE_FORMAT = "text"   # conf/riches/base.yaml riches.autoais.passage_format
-THRESHOLD = 0.5
+THRESHOLD = 0.5          # load_autoais' default, which RICHES uses
+CV_FOLDS = 5
 
 
 def out_dir() -> Path:
@@ -80,8 +84,12 @@ def judge_model(name: str, dtype: str, items: Sequence[JudgeItem], path: Path) -
 
 
 def summary_rows(items: Sequence[JudgeItem], rows: Sequence[dict[str, Any]]) -> list[dict]:
-    """One row per complete (judge, dtype), then the two constant baselines."""
+    """Per complete (judge, dtype): the judge as RICHES runs it (P(yes) > 0.5), and the same
+    scores with a threshold chosen by 5-fold cross-validation over questions (an honest
+    estimate of a calibrated judge; the threshold chosen on all items is what a setting would
+    use). Then the two constant baselines."""
     ids, labels = [it.id for it in items], [it.attributable for it in items]
+    groups = [it.qid for it in items]
     current = {(it.id, it.content_sha) for it in items}
     out = []
     for judge, dtype in dict.fromkeys((r["judge"], r["dtype"]) for r in rows):
@@ -91,22 +99,30 @@ def summary_rows(items: Sequence[JudgeItem], rows: Sequence[dict[str, Any]]) -> 
             log.warning("%s (%s): %d of %d items; left out of the table", judge, dtype,
                         len(mine), len(ids))
             continue
-        preds = [bool(mine[i]["attributed"]) for i in ids]
+        scores = [float(mine[i]["nli_score"]) for i in ids]
         secs = sum(float(mine[i]["seconds"]) for i in ids) / len(ids)
-        out.append(_row(f"llm-judge:{judge}", dtype, ids, labels, preds, items, secs))
+        auc = roc_auc(labels, scores)
+        base = {"judge": f"llm-judge:{judge}", "dtype": dtype, "roc_auc": auc,
+                "seconds_per_item": round(secs, 2)}
+        out.append(_row(base, THRESHOLD, ids, labels, [s > THRESHOLD for s in scores], items))
+        cv_preds, fold_ts = cross_validated(groups, labels, scores, folds=CV_FOLDS)
+        row = _row(base, f"{CV_FOLDS}-fold CV", ids, labels, cv_preds, items)
+        row["fold_thresholds"] = " ".join(f"{t:.3f}" for t in fold_ts)
+        row["full_set_threshold"] = round(best_threshold(labels, scores), 4)
+        out.append(row)
     for always in (True, False):
-        out.append(_row(f"always-{'yes' if always else 'no'}", "", ids, labels,
-                        [always] * len(ids), items, 0.0))
+        base = {"judge": f"always-{'yes' if always else 'no'}", "dtype": "", "roc_auc": 0.5,
+                "seconds_per_item": 0.0}
+        out.append(_row(base, "", ids, labels, [always] * len(ids), items))
     return out
 
 
-def _row(judge: str, dtype: str, ids: list[str], labels: list[bool], preds: list[bool],
-         items: Sequence[JudgeItem], secs: float) -> dict[str, Any]:
+def _row(base: dict[str, Any], threshold: float | str, ids: list[str], labels: list[bool],
+         preds: list[bool], items: Sequence[JudgeItem]) -> dict[str, Any]:
     q = judge_quality(ids, labels, preds)
     by_kind = {f"acc_{k}": v for k, v in accuracy_by_kind(items, preds).items()}
-    return {"judge": judge, "dtype": dtype, **q, "said_yes": sum(preds), **by_kind,
-            "seconds_per_item": round(secs, 2), "passage_format": PASSAGE_FORMAT,
-            "threshold": THRESHOLD}
+    return {**base, "threshold": threshold, **q, "said_yes": sum(preds), **by_kind,
+            "passage_format": PASSAGE_FORMAT}
 
 
 def _pct(x: float) -> str:
@@ -118,17 +134,24 @@ def to_markdown(rows: Sequence[dict[str, Any]], n_items: int) -> str:
             f"{n_items} items (ragrepro/data/embedded/attribution_judge.jsonl; half attributable; "
             "negatives: " + ", ".join(NEGATIVE_KINDS) + "). Each judge is RICHES' "
             "`autoais_substitute` path (llm-judge prompt, passage format "
-            f"`{PASSAGE_FORMAT}`, P(yes) > {THRESHOLD}), CPU, one thread. Accuracy with its 95% "
-            "percentile-bootstrap CI over items; precision/recall of \"attributable\"; "
-            "accuracy per item kind. Made by `make judge-eval`.", "",
-            "| judge | dtype | n | accuracy [95% CI] | precision | recall | said yes | "
-            f"{SUPPORTED} | " + " | ".join(NEGATIVE_KINDS) + " | s/item |",
-            "|---" * (9 + len(NEGATIVE_KINDS)) + "|"]
+            f"`{PASSAGE_FORMAT}`), CPU, one thread. Threshold {THRESHOLD}: attributed iff "
+            f"P(yes) > {THRESHOLD}, as RICHES runs the judge. `{CV_FOLDS}-fold CV`: the same "
+            "scores, each fold's items decided with the threshold that is most accurate on the "
+            "other folds (folds by question): an honest estimate of a calibrated judge "
+            "(judge_eval.csv has the fold thresholds and the all-items threshold). Accuracy "
+            "with its 95% percentile-bootstrap CI over items; precision/recall of "
+            "\"attributable\"; AUC: how well P(yes) ranks attributable above non-attributable "
+            "items (0.5 = chance); accuracy per item kind. Made by `make judge-eval`.", "",
+            "| judge | dtype | threshold | n | accuracy [95% CI] | precision | recall | "
+            f"said yes | AUC | {SUPPORTED} | " + " | ".join(NEGATIVE_KINDS) + " | s/item |",
+            "|---" * (11 + len(NEGATIVE_KINDS)) + "|"]
     for r in rows:
         kinds = " | ".join(_pct(r[f"acc_{k}"]) for k in NEGATIVE_KINDS)
-        head.append(f"| {r['judge']} | {r['dtype'] or '-'} | {r['n']} | {_pct(r['accuracy'])} "
+        head.append(f"| {r['judge']} | {r['dtype'] or '-'} | {r['threshold'] or '-'} | {r['n']} | "
+                    f"{_pct(r['accuracy'])} "
                     f"[{_pct(r['accuracy_ci_low'])}, {_pct(r['accuracy_ci_high'])}] | "
                     f"{_pct(r['precision'])} | {_pct(r['recall'])} | {r['said_yes']} | "
+                    f"{r['roc_auc']:.3f} | "
                     f"{_pct(r[f'acc_{SUPPORTED}'])} | {kinds} | {r['seconds_per_item']} |")
     return "\n".join(head) + "\n"
 

@@ -9,6 +9,7 @@ and precision and recall of "attributable".
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 from collections.abc import Sequence
@@ -117,6 +118,55 @@ def judge_quality(ids: Sequence[str], labels: Sequence[bool], predictions: Seque
     return {"n": c.n, "accuracy": c.accuracy, "accuracy_ci_low": ci.low,
             "accuracy_ci_high": ci.high, "precision": c.precision, "recall": c.recall,
             "tp": c.tp, "fp": c.fp, "tn": c.tn, "fn": c.fn}
+
+
+def accuracy_label(accuracy: float, low: float, high: float, n: int, rule: str = "") -> str:
+    """How a judge's accuracy is printed next to an autoais_substitute number."""
+    text = f"{100 * accuracy:.1f}% [{100 * low:.1f}, {100 * high:.1f}] on {n} hand-checked items"
+    return f"{text} ({rule})" if rule else text
+
+
+def roc_auc(labels: Sequence[bool], scores: Sequence[float]) -> float:
+    """P(score of a random attributable item > score of a random non-attributable one), ties
+    counting half (Mann-Whitney): how well the judge ranks items, whatever its threshold."""
+    pos = [s for lab, s in zip(labels, scores) if lab]
+    neg = [s for lab, s in zip(labels, scores) if not lab]
+    if not pos or not neg:
+        return math.nan
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return wins / (len(pos) * len(neg))
+
+
+def best_threshold(labels: Sequence[bool], scores: Sequence[float]) -> float:
+    """The decision threshold (attributed iff score > t) with the highest accuracy on these
+    items: t runs over the midpoints between consecutive distinct scores (and below the
+    lowest); ties go to the lowest such t."""
+    distinct = sorted({float(s) for s in scores})
+    cands = [distinct[0] - 1e-9] + [(a + b) / 2 for a, b in itertools.pairwise(distinct)]
+    best, best_acc = cands[0], -1.0
+    for t in cands:
+        acc = sum((s > t) == bool(lab) for lab, s in zip(labels, scores)) / len(labels)
+        if acc > best_acc:
+            best, best_acc = t, acc
+    return best
+
+
+def cross_validated(groups: Sequence[str], labels: Sequence[bool], scores: Sequence[float],
+                    folds: int = 5) -> tuple[list[bool], list[float]]:
+    """Out-of-fold decisions with a threshold chosen on the other folds: an honest estimate
+    of a calibrated judge. Items of one group (a question's positive and negative) share a
+    fold; groups go to folds in sorted order, round robin."""
+    fold_of = {g: i % folds for i, g in enumerate(sorted(set(groups)))}
+    preds: list[bool] = [False] * len(labels)
+    thresholds = []
+    for f in range(folds):
+        train = [i for i, g in enumerate(groups) if fold_of[g] != f]
+        t = best_threshold([labels[i] for i in train], [scores[i] for i in train])
+        thresholds.append(t)
+        for i, g in enumerate(groups):
+            if fold_of[g] == f:
+                preds[i] = scores[i] > t
+    return preds, thresholds
 
 
 def accuracy_by_kind(items: Sequence[JudgeItem], predictions: Sequence[bool]) -> dict[str, float]:

@@ -1,22 +1,38 @@
 """The hand-checked attribution-judge set and the judge-quality arithmetic."""
 from __future__ import annotations
 
+import csv
+import functools
 import json
 import math
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
-from ragrepro.metrics.autoais import AttributionItem, AutoAIS, LLMJudgeScorer, judge_prompt
+from ragrepro.errors import ConfigError
+from ragrepro.metrics.autoais import (
+    AttributionItem,
+    AutoAIS,
+    LLMJudgeScorer,
+    judge_prompt,
+    load_autoais,
+)
 from ragrepro.metrics.judge_set import (
     NEGATIVE_KINDS,
     SUPPORTED,
     accuracy_by_kind,
+    accuracy_label,
+    best_threshold,
     confusion,
+    cross_validated,
     judge_quality,
     judge_set_path,
     load_judge_set,
+    roc_auc,
 )
+from ragrepro.metrics.llm_judge import JUDGE_ACCURACY
+from ragrepro.paths import REPO_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -99,6 +115,13 @@ def test_constant_judges_are_the_baselines() -> None:
     assert always.accuracy == 0.5 and always.recall == 1.0 and always.precision == 0.5
 
 
+def test_roc_auc_counts_ordered_pairs() -> None:
+    # pairs (pos, neg): (.9,.2) win, (.9,.5) win, (.4,.2) win, (.4,.5) loss -> 3/4
+    assert roc_auc([True, False, True, False], [0.9, 0.2, 0.4, 0.5]) == pytest.approx(0.75)
+    assert roc_auc([True, False], [0.3, 0.3]) == pytest.approx(0.5)
+    assert math.isnan(roc_auc([True, True], [0.1, 0.2]))
+
+
 def test_accuracy_by_kind(items) -> None:
     preds = [it.attributable or it.kind == NEGATIVE_KINDS[0] for it in items]
     acc = accuracy_by_kind(items, preds)
@@ -135,3 +158,104 @@ def test_one_forward_pass_equals_scoring_both_continuations(fixture, request) ->
     res = ev.evaluate([AttributionItem("What is the capital of Laos?", "Vientiane", "Laos",
                                        "Laos. Its capital is Vientiane.")])
     assert res.per_sample[0]["nli_score"] == pytest.approx(fast["nli_score"], abs=1e-6)
+
+
+class _NamedLM:
+    """Enough of an LM for the judge's settings: a name and a model with a dtype."""
+
+    def __init__(self, name: str, dtype: str = "float32"):
+        import torch
+
+        self.name = name
+        self.model = SimpleNamespace(dtype=getattr(torch, dtype))
+
+    def encode(self, text):
+        return [len(w) for w in text.split()]
+
+
+def test_judge_model_replaces_the_runs_own_lm() -> None:
+    run_lm = _NamedLM("run-lm")
+    scorer = lambda ev: ev.settings()["autoais_substitute"]
+    assert scorer(load_autoais(backend="llm-judge", lm=run_lm)) == "llm-judge:run-lm"
+    # the legacy cfg path hands over the composed node as a plain mapping
+    node = {"_target_": "types.SimpleNamespace", "name": "from-config"}
+    assert scorer(load_autoais(backend="llm-judge", lm=run_lm, judge_model=node)) \
+        == "llm-judge:from-config"
+    # a Hydra partial is loaded only when the judge is built
+    loaded = []
+    part = functools.partial(lambda name: loaded.append(name) or _NamedLM(name), "partial")
+    ev = load_autoais(backend="llm-judge", lm=run_lm, judge_model=part)
+    assert scorer(ev) == "llm-judge:partial" and loaded == ["partial"]
+    assert scorer(load_autoais(backend="llm-judge", judge_model=_NamedLM("given"))) \
+        == "llm-judge:given"
+    with pytest.raises(ConfigError):
+        load_autoais(backend="llm-judge")
+
+
+CV_RULE = "threshold chosen by 5-fold CV"
+
+
+def _measured() -> dict[tuple[str, str, float], str]:
+    """The llm-judge rows of the committed results/judge/judge_eval.csv, as labels: the plain
+    0.5 rule, and the threshold chosen on all items with its cross-validated accuracy."""
+    with open(REPO_ROOT / "results" / "judge" / "judge_eval.csv", newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r["judge"].startswith("llm-judge:")]
+    out = {}
+    for r in rows:
+        cv = r["threshold"] != "0.5"
+        key = (r["judge"].removeprefix("llm-judge:"), r["dtype"],
+               float(r["full_set_threshold"]) if cv else 0.5)
+        out[key] = accuracy_label(float(r["accuracy"]), float(r["accuracy_ci_low"]),
+                                  float(r["accuracy_ci_high"]), int(r["n"]),
+                                  CV_RULE if cv else "")
+    return out
+
+
+def test_recorded_judge_accuracy_is_the_measured_one() -> None:
+    measured = _measured()
+    assert len(measured) >= 8 and JUDGE_ACCURACY == measured
+    for (name, dtype, threshold), label in JUDGE_ACCURACY.items():
+        settings = LLMJudgeScorer(_NamedLM(name, dtype), threshold=threshold).settings()
+        assert settings["autoais_judge_accuracy"] == label
+        assert "on 120 hand-checked items" in label
+    unmeasured = LLMJudgeScorer(_NamedLM("smollm2-135m", "float16")).settings()
+    assert unmeasured["autoais_judge_accuracy"].startswith(
+        "not measured (smollm2-135m, float16, threshold 0.5")
+
+
+def test_judge_threshold_applies_to_the_llm_judge_only() -> None:
+    ev = load_autoais(backend="llm-judge", lm=_NamedLM("x"), judge_threshold=0.87)
+    assert ev.scorer.threshold == 0.87 and ev.settings()["autoais_threshold"] == 0.87
+    assert load_autoais(backend="llm-judge", lm=_NamedLM("x")).scorer.threshold == 0.5
+
+
+def test_accuracy_label_format() -> None:
+    assert accuracy_label(0.575, 0.483333, 0.666667, 120) == \
+        "57.5% [48.3, 66.7] on 120 hand-checked items"
+    assert accuracy_label(0.9, 0.85, 0.95, 10, "cv").endswith("10 hand-checked items (cv)")
+
+
+def test_riches_table_label_names_each_judge_and_its_accuracy() -> None:
+    from riches.tables import CONTEXT, judge_note
+
+    assert "autoais_judge_accuracy" in CONTEXT
+    rows = [{"autoais_scorer": "llm-judge:a", "autoais_judge_accuracy": "50.0% [41.7, 58.3] on 120 hand-checked items"},
+            {"autoais_scorer": "llm-judge:b"}, {"autoais_scorer": "t5:google/x"}]
+    note = judge_note(rows)
+    assert "llm-judge:a: 50.0% [41.7, 58.3] on 120 hand-checked items" in note
+    assert "llm-judge:b: not recorded (an older row)" in note and "t5:" not in note
+    assert judge_note([{"autoais_scorer": "t5:google/x"}]) == ""
+
+
+def test_best_threshold_and_cross_validation_by_hand() -> None:
+    labels = [True, True, False, False]
+    scores = [0.9, 0.7, 0.8, 0.2]
+    # below all: 2/4; midpoints 0.45: 3/4, 0.75: 2/4, 0.85: 3/4 -> the first best, 0.45
+    assert best_threshold(labels, scores) == pytest.approx(0.45)
+    assert best_threshold([True, False], [0.6, 0.4]) == pytest.approx(0.5)
+    # two groups, two folds: each fold's threshold comes from the other group only
+    groups = ["a", "a", "b", "b"]
+    preds, ts = cross_validated(groups, [True, False, True, False], [0.9, 0.5, 0.6, 0.2],
+                                folds=2)
+    assert ts == [pytest.approx(0.4), pytest.approx(0.7)]   # fold 0 = group a, trained on b
+    assert preds == [True, True, False, False]
