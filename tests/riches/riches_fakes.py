@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -71,7 +71,7 @@ def table_from(prefs: dict[str, dict[str, float]], default: float = -10.0) -> np
     return t
 
 
-@lru_cache(maxsize=None)
+@cache
 def riches_config(*overrides: str) -> DictConfig:
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         return compose("config", overrides=["experiment=riches/main", *overrides])

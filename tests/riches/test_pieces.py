@@ -11,8 +11,8 @@ from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from riches import markers
 from riches.baselines import RowMatch, auto_k
-from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
 from riches.decoding import analyse_keys, evidence_text
+from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
 from riches.prompts import example_key, parse_answer
 from riches.propositions import build_prompt, choose, parse_rewrite, supported
 from riches.tables import build_table, to_markdown

@@ -13,8 +13,8 @@ from riches_fakes import key_settings, shipped_prompt
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from ragrepro.paths import CONF_DIR
-from riches.keys import build_keys
 from riches.key_index import build_key_corpus, proposition_docs
+from riches.keys import build_keys
 from riches.provenance import keys_hash, provenance, sample_articles
 from riches.records import sample_metrics
 
