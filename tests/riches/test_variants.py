@@ -136,3 +136,12 @@ def test_no_riches_module_reads_conf_files() -> None:
     for path in Path(pipeline.__file__).parent.glob("*.py"):
         text = path.read_text(encoding="utf-8")
         assert "CONF_DIR" not in text and "import yaml" not in text, path.name
+
+
+def test_an_own_prompt_is_a_composed_config_node() -> None:
+    cfg = _compose("experiment=riches/main", "+riches/prompts@riches.prompts.mine=multi_hop",
+                   "riches.prompt=mine")
+    s = instantiate(cfg.riches, _convert_="object")
+    assert list(s.prompts) == ["single_hop", "multi_hop", "propositions", "mine"]
+    assert prompt_name(s.prompt, s.prompts, []) == "mine"
+    assert s.prompts["mine"] == s.prompts["multi_hop"]
