@@ -104,9 +104,9 @@ def render(corpus: str, cells: list[Cell]) -> str:
         lines.append(f"| {m} | {PARAMS_M.get(m, '?')} | {', '.join(dtypes)} | "
                      + " | ".join(ppl_cell(by.get((m, r))) for r in ROWS) + " |")
     lines += ["", "## Does the 0.5B with retrieval reach the 1.5B without it?", "",
-              "Paired relative difference of the 0.5B's perplexity against the 1.5B without "
-              "retrieval, on the same blocks (negative = the 0.5B is better; 'reaches' when "
-              "it is better or the CI includes 0).", ""]
+              ("Paired relative difference of the 0.5B's perplexity against the 1.5B without "
+               "retrieval, on the same blocks (negative = the 0.5B is better; 'reaches' when "
+               "it is better or the CI includes 0)."), ""]
     for r in ("first", "predictive", "zeroshot", "oracle", "gold"):
         label = {"first": "BM25", "oracle": "oracle (upper bound)",
                  "gold": "gold (upper bound, leak)"}.get(r, f"BM25 + {r}")
