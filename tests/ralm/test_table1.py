@@ -6,10 +6,46 @@ import os
 import pytest
 
 from ragrepro.errors import DataError
+from ragrepro.report import gain_render, gain_rows, results_tables
+from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.samples import StatsSettings
-from ralm import table1
 
 ST = StatsSettings(resamples=500, seed=0, block_tokens=32)
+SPEC = load_result_spec("ralm/table1")
+
+
+class table1:  # the old ralm.table1 API: the core builder with its spec
+    @staticmethod
+    def finished_runs(root, name):
+        return gain_rows.finished_runs(root, name)
+
+    @staticmethod
+    def rows_of(runs, st):
+        return gain_rows.rows_of(runs, SPEC, st)
+
+    @staticmethod
+    def build(name, root, st):
+        return results_tables.build("ralm/table1", root, experiment=name, st=st)
+
+    @staticmethod
+    def to_markdown(rows, _runs, name, st):
+        return gain_render.to_markdown(rows, SPEC, name, st)
+
+    @staticmethod
+    def pick_cells(runs):
+        return gain_render.cells_of(gain_rows.rows_of(runs, SPEC, ST), SPEC)
+
+    @staticmethod
+    def headline(cells):
+        return gain_render.headline(cells, SPEC)
+
+    @staticmethod
+    def verdict(rows):
+        return gain_render.verdict(rows)
+
+    @staticmethod
+    def _gain_cells(row):
+        return gain_render.gain_cells(row)
 
 
 def write_run(root, run_id, model, rerank, ppl, mtime, stride=16, nlls=None, config=None):

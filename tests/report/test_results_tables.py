@@ -1,0 +1,54 @@
+"""One builder for every method's results table: the tables it writes are byte-identical to
+the ones the per-method builders wrote (tests/report/golden/, written by the old builders
+from the runs of tests/report/table_fixtures.py), and the committed ladder table is
+regenerated from its committed summary CSV."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragrepro.paths import REPO_ROOT
+from ragrepro.report import results_tables
+from ragrepro.report.result_specs import load_result_spec
+from tests.report import table_fixtures as fx
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("results")
+    fx.ralm_runs(r)
+    fx.ralm_stride_runs(r)
+    fx.riches_runs(r)
+    fx.filco_runs(r)
+    return r
+
+
+def _same(path: Path, golden: str, root: Path) -> None:
+    assert path.read_text(encoding="utf-8").replace(str(root), "<root>") == (
+        GOLDEN / golden).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("experiment", ["ralm/table1", "ralm/table1_strides"])
+def test_ralm_table1_is_byte_identical(root: Path, experiment: str) -> None:
+    csv_path, md = results_tables.build("ralm/table1", root, experiment=experiment)
+    stem = experiment.replace("/", "_")
+    _same(md, f"{stem}.md", root)
+    _same(csv_path, f"{stem}_summary.csv", root)
+
+
+def test_ralm_table1_renders_from_its_summary_csv_alone(root: Path) -> None:
+    spec = load_result_spec("ralm/table1")
+    text = results_tables.render_gain_summary(spec, "ralm/table1",
+                                              GOLDEN / "ralm_table1_summary.csv")
+    assert text == (GOLDEN / "ralm_table1.md").read_text(encoding="utf-8")
+
+
+def test_committed_ladder_table_is_regenerated_from_its_committed_csv() -> None:
+    ladder = REPO_ROOT / "results" / "ladder"
+    text = results_tables.render_gain_summary(load_result_spec("ralm/table1"),
+                                              "ralm/table1_ladder",
+                                              ladder / "table1_ladder_summary.csv")
+    assert text == (ladder / "table1_ladder.md").read_text(encoding="utf-8")
