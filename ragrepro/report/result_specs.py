@@ -21,20 +21,22 @@ _FIELDS: dict[str, set[str]] = {
     "gain": {"title", "experiments", "row_key", "reference", "order", "labels",
              "default_retrieval", "fixed_retrieval", "upper_bounds", "model_size",
              "retrieval_only", "rerank_only", "per_model", "paper"},
-    "runs": {"title", "experiments", "by", "metrics", "ci_metrics", "context", "paired",
-             "reference", "pair_on", "note"},
+    "runs": {"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
+             "pair_on", "note", "row_hook"},
     "pivot": {"title", "experiments", "kind", "value", "row_keys", "pivot", "values",
               "delta", "paper", "notes", "cells"},
 }
 
 
 def load_result_spec(name: str, spec_dir: Path = RESULTS_DIR) -> dict[str, Any]:
-    """conf/report/results/<name>.yaml with its `name`; unknown fields are refused."""
+    """conf/report/results/<name>.yaml with its `name`, over the `_defaults.yaml` of its
+    folder (what the tables of one method share); unknown fields are refused."""
     path = spec_dir / f"{name}.yaml"
-    if not path.exists():
+    if not path.exists() or path.name.startswith("_"):
         known = ", ".join(result_spec_names(spec_dir))
         raise ConfigError(f"No results table {name!r} ({path}); known: {known}.")
-    data = _read_yaml(path)
+    defaults = path.parent / "_defaults.yaml"
+    data = {**(_read_yaml(defaults) if defaults.exists() else {}), **_read_yaml(path)}
     layout = data.pop("layout", None)
     if layout not in _FIELDS:
         raise ConfigError(f"{path}: `layout` must be one of {sorted(_FIELDS)}, not {layout!r}.")
@@ -47,7 +49,7 @@ def load_result_spec(name: str, spec_dir: Path = RESULTS_DIR) -> dict[str, Any]:
 
 def result_spec_names(spec_dir: Path = RESULTS_DIR) -> list[str]:
     return sorted(p.relative_to(spec_dir).with_suffix("").as_posix()
-                  for p in spec_dir.rglob("*.yaml"))
+                  for p in spec_dir.rglob("*.yaml") if not p.name.startswith("_"))
 
 
 def spec_for_experiment(experiment: str, spec_dir: Path = RESULTS_DIR) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_text, write_rows_csv
 from ..paths import results_dir
-from . import gain_render, gain_rows
+from . import gain_render, gain_rows, run_rows
 from .result_specs import load_result_spec, spec_for_experiment
 from .samples import DEFAULT_STATS, StatsSettings
 
@@ -95,6 +95,8 @@ def build(name: str, root: Path | None = None, experiment: str | None = None,
     experiment = experiment or name
     if spec["layout"] == "gain":
         return list(build_gain(spec, experiment, root, st))
+    if spec["layout"] == "runs":
+        return list(run_rows.write(spec, root))
     raise ConfigError(f"layout {spec['layout']} is not built yet")
 
 

@@ -52,3 +52,11 @@ def test_committed_ladder_table_is_regenerated_from_its_committed_csv() -> None:
                                               "ralm/table1_ladder",
                                               ladder / "table1_ladder_summary.csv")
     assert text == (ladder / "table1_ladder.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("table", ["riches/main", "riches/keys"])
+def test_riches_tables_are_byte_identical(root: Path, table: str) -> None:
+    md, csv_path = results_tables.build(table, root)
+    stem = table.replace("/", "_")
+    _same(md, f"{stem}_table.md", root)
+    _same(csv_path, f"{stem}_table.csv", root)
