@@ -23,8 +23,9 @@ _FIELDS: dict[str, set[str]] = {
              "retrieval_only", "rerank_only", "per_model", "paper"},
     "runs": {"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
              "pair_on", "note", "row_hook"},
-    "pivot": {"title", "experiments", "kind", "value", "row_keys", "pivot", "values",
-              "delta", "paper", "notes", "cells"},
+    "pivot": {"title", "kind", "value", "pivot", "values", "labels", "task_columns",
+              "model_family", "paper_columns", "metric_note", "notes", "paper", "cells",
+              "delta_label", "reduction"},
 }
 
 

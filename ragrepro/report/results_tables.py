@@ -19,7 +19,7 @@ from typing import Any
 from ..errors import ConfigError, DataError
 from ..io import atomic_write_text, write_rows_csv
 from ..paths import results_dir
-from . import gain_render, gain_rows, run_rows
+from . import gain_render, gain_rows, pivot, run_rows
 from .result_specs import load_result_spec, spec_for_experiment
 from .samples import DEFAULT_STATS, StatsSettings
 
@@ -83,9 +83,9 @@ def render_gain_summary(spec: dict[str, Any], experiment: str, path: Path) -> st
 
 
 def build(name: str, root: Path | None = None, experiment: str | None = None,
-          st: StatsSettings = DEFAULT_STATS) -> list[Path]:
+          st: StatsSettings = DEFAULT_STATS, paper_scale: bool = False) -> list[Path]:
     """Build the table `name` (a spec name or an experiment a spec lists) from the results
-    under root; returns the written files."""
+    under root; returns the written files. paper_scale: FilCo's results/filco/paper/."""
     root = root or results_dir()
     try:
         spec = load_result_spec(name)
@@ -97,7 +97,9 @@ def build(name: str, root: Path | None = None, experiment: str | None = None,
         return list(build_gain(spec, experiment, root, st))
     if spec["layout"] == "runs":
         return list(run_rows.write(spec, root))
-    raise ConfigError(f"layout {spec['layout']} is not built yet")
+    method = spec["name"].split("/")[0]
+    md = pivot.write(spec, root, f"{method}/paper" if paper_scale else method)
+    return [md, md.with_suffix(".csv")]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -106,6 +108,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--experiment", default=None,
                     help="the experiment whose runs fill the table (default: its name)")
     ap.add_argument("--results", type=Path, default=None, help="results folder")
+    ap.add_argument("--paper-scale", action="store_true",
+                    help="FilCo: the paper-scale runs under results/filco/paper/")
     ap.add_argument("--resamples", type=int, default=StatsSettings.resamples)
     ap.add_argument("--seed", type=int, default=StatsSettings.seed,
                     help="seed of the bootstrap and permutation resamples")
@@ -113,7 +117,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     st = StatsSettings(args.resamples, args.seed)
     for name in args.names:
-        for path in build(name, args.results, args.experiment, st):
+        for path in build(name, args.results, args.experiment, st, args.paper_scale):
             if path.suffix == ".md":
                 log.info("\n%s", path.read_text(encoding="utf-8"))
 

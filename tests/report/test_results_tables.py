@@ -60,3 +60,10 @@ def test_riches_tables_are_byte_identical(root: Path, table: str) -> None:
     stem = table.replace("/", "_")
     _same(md, f"{stem}_table.md", root)
     _same(csv_path, f"{stem}_table.csv", root)
+
+
+@pytest.mark.parametrize("table", ["fig4", "table5", "table3", "fig6", "table4", "table2"])
+def test_filco_tables_are_byte_identical(root: Path, table: str) -> None:
+    md, csv_path = results_tables.build(f"filco/{table}", root)
+    _same(md, f"filco_{table}_table.md", root)
+    _same(csv_path, f"filco_{table}_table.csv", root)
