@@ -21,14 +21,14 @@ OUTPUT_COLUMNS = ("model", "retrieval", "reranking", "ppl_word", "ppl_word_ci_lo
                   "git_commit", "code_version", "run_id")
 
 
-def settings_of(row: Row, spec: dict[str, Any]) -> dict[str, Any]:
+def settings_of(row: Row) -> dict[str, Any]:
     """The run's recorded settings, read back from its row."""
     return {"model": row["model"], **{k: v for k, v in row.items()
                                       if k not in OUTPUT_COLUMNS}}
 
 
 def _keyed(row: Row, spec: dict[str, Any]) -> KeyedRun:
-    return KeyedRun(str(row.get("run_id")), settings_of(row, spec), {})
+    return KeyedRun(str(row.get("run_id")), settings_of(row), {})
 
 
 def paper_ppl(spec: dict[str, Any], model: str, rerank: str) -> float:
@@ -96,10 +96,10 @@ def _iv(v: Any, lo: Any, hi: Any, nd: int = 2) -> str:
     return f"{v:.{nd}f} [{lo:.{nd}f}, {hi:.{nd}f}]"
 
 
-def gain_cells(r: Row, reference: str = "none") -> list[str]:
+def gain_cells(r: Row, reference: str = "none", key: str = "rerank") -> list[str]:
     """Gain [CI], p and the distinguishable-from-zero mark of one row."""
     g = r["gain_vs_no_retrieval_pct"]
-    if r["rerank"] == reference:
+    if r[key] == reference:
         return ["(baseline)", "", ""]
     if g is None:
         return [f"– ({r['gain_note']})", "", ""]
@@ -117,7 +117,8 @@ def _fmt_setting(v: Any) -> str:
     return "–" if v is None else str(v)
 
 
-def table_lines(rows: list[Row], extra: list[str], reference: str = "none") -> list[str]:
+def table_lines(rows: list[Row], extra: list[str], reference: str = "none",
+                key: str = "rerank") -> list[str]:
     head = ["Model", "Retrieval", "Reranking", *extra, "n (blocks; tokens)",
             "PPL (word) [95% CI]", "PPL (token) [95% CI]", "Gain vs none [95% CI]", "p",
             "Gain distinguishable from 0"]
@@ -129,13 +130,13 @@ def table_lines(rows: list[Row], extra: list[str], reference: str = "none") -> l
             f"{r['n_blocks'] if r['n_blocks'] is not None else '–'}; {r['n_tokens']}",
             _iv(r["ppl_word"], r["ppl_word_ci_low"], r["ppl_word_ci_high"]),
             _iv(r["ppl_token"], r["ppl_token_ci_low"], r["ppl_token_ci_high"]),
-            *gain_cells(r, reference)]) + " |")
+            *gain_cells(r, reference, key)]) + " |")
     return out
 
 
-def verdict(rows: list[Row], reference: str = "none") -> str:
+def verdict(rows: list[Row], reference: str = "none", key: str = "rerank") -> str:
     """Which gains are distinguishable from zero (their 95% CI excludes 0)."""
-    gains = [r for r in rows if r["rerank"] != reference and r["gain_includes_zero"] is not None]
+    gains = [r for r in rows if r[key] != reference and r["gain_includes_zero"] is not None]
     if not gains:
         return "No gain has an interval yet (no paired no-retrieval run)."
     sure = [r for r in gains if not r["gain_includes_zero"]]
@@ -156,7 +157,7 @@ def settings_lines(rows: list[Row], spec: dict[str, Any], extra: list[str]) -> l
     """The settings common to the rows, printed once; per-scope settings on their own line."""
     key, ref = spec["row_key"], spec["reference"]
     retrieval_only, per_model = spec["retrieval_only"], spec["per_model"]
-    all_s = [settings_of(r, spec) for r in rows]
+    all_s = [settings_of(r) for r in rows]
     ret_s = [s for s in all_s if s.get(key) != ref]
     scoped = {*retrieval_only, *spec["rerank_only"], *per_model, "model", key, *extra}
     common = {k: v for k, v in constant(all_s).items() if k not in scoped}
@@ -172,9 +173,9 @@ def settings_lines(rows: list[Row], spec: dict[str, Any], extra: list[str]) -> l
     lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
                  "Code versions differ between rows: " + ", ".join(codes) +
                  " (see code_version in the summary CSV).")
-    zs = sorted({str(r.get("rerank_tokens")) for r in rows if r[key] == "zeroshot"})
-    lines.append("Zero-shot rows: s'=" + (", ".join(zs) or "-") + ", scored by the "
-                 "evaluated model (scorer_model).")
+    scorer = spec["scorer_line"]
+    zs = sorted({str(r.get(scorer["column"])) for r in rows if r[key] == scorer["rows"]})
+    lines.append(scorer["text"].format(values=", ".join(zs) or "-"))
     return lines
 
 
@@ -217,8 +218,8 @@ def to_markdown(rows: list[Row], spec: dict[str, Any], experiment: str,
     if extra:
         out += [(f"Rows of the same model and reranking differ in: {', '.join(extra)} "
                  f"(shown as columns)."), ""]
-    out += table_lines(rows, extra, ref)
-    out += ["", verdict(rows, ref), ""]
+    out += table_lines(rows, extra, ref, key)
+    out += ["", verdict(rows, ref, key), ""]
     if rows:
         out += [*settings_lines(rows, spec, extra), ""]
     out += [*paper_lines(spec), "", "The paper reports no confidence intervals.", "",

@@ -20,7 +20,7 @@ RESULTS_DIR = SPEC_DIR / "results"
 _FIELDS: dict[str, set[str]] = {
     "gain": {"title", "experiments", "row_key", "reference", "order", "labels",
              "default_retrieval", "fixed_retrieval", "upper_bounds", "model_size",
-             "retrieval_only", "rerank_only", "per_model", "paper"},
+             "retrieval_only", "rerank_only", "per_model", "scorer_line", "paper"},
     "runs": {"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
              "pair_on", "note", "row_hook"},
     "pivot": {"title", "kind", "value", "pivot", "values", "labels", "task_columns",

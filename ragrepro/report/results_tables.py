@@ -103,7 +103,8 @@ def build(name: str, root: Path | None = None, experiment: str | None = None,
 
 
 def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="ragrepro table --method",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("names", nargs="+", help="table (ralm/table1) or experiment name")
     ap.add_argument("--experiment", default=None,
                     help="the experiment whose runs fill the table (default: its name)")

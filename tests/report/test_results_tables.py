@@ -67,3 +67,45 @@ def test_filco_tables_are_byte_identical(root: Path, table: str) -> None:
     md, csv_path = results_tables.build(f"filco/{table}", root)
     _same(md, f"filco_{table}_table.md", root)
     _same(csv_path, f"filco_{table}_table.csv", root)
+
+
+def test_ragrepro_table_method_builds_a_results_table(root: Path) -> None:
+    from ragrepro.report.tables import main
+
+    (root / "riches" / "keys_table.md").unlink(missing_ok=True)
+    main(["--method", "riches/keys", "--results", str(root)])
+    _same(root / "riches" / "keys_table.md", "riches_keys_table.md", root)
+
+
+def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
+    """A new table needs only its YAML: a RICHES-style table over another `by` column, from
+    a spec folder of its own; an unknown field is refused."""
+    from ragrepro.errors import ConfigError
+    from ragrepro.report import run_rows
+    from ragrepro.report.result_specs import load_result_spec
+
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "_defaults.yaml").write_text(
+        "layout: runs\ntitle: 'Demo {table}'\nmetrics: [f1_squad, n]\nci_metrics: [f1_squad]\n"
+        "context: [model, dataset, limit]\n")
+    (tmp_path / "demo" / "temps.yaml").write_text("by: [temperature]\n")
+    spec = load_result_spec("demo/temps", tmp_path)
+    rows = [{"temperature": t, "f1_squad": f, "n": "2", "model": "m", "dataset": "d"}
+            for t, f in (("1.0", "0.25"), ("0.5", "0.5"))]
+    header, body = run_rows.table_rows(rows, spec)
+    assert header == ["temperature", "f1_squad", "n", "model", "dataset", "limit"]
+    assert body == [["0.500", "0.500 (no CI)", "2", "m", "d", ""],
+                    ["1", "0.250 (no CI)", "2", "m", "d", ""]]
+    (tmp_path / "demo" / "bad.yaml").write_text("by: [x]\nsort: [x]\n")
+    with pytest.raises(ConfigError, match=r"unknown field\(s\) \['sort'\]"):
+        load_result_spec("demo/bad", tmp_path)
+
+
+def test_every_results_spec_loads() -> None:
+    from ragrepro.report.result_specs import result_spec_names
+
+    names = result_spec_names()
+    assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
+            "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
+            "filco/fig6"} == set(names)
+    assert all(load_result_spec(n)["layout"] in ("gain", "runs", "pivot") for n in names)
