@@ -39,10 +39,10 @@ def _settings_of(r: Row) -> dict:
     return settings or {k: v for k, v in r.items() if k not in OUTPUTS and k != "_dir"}
 
 
-def _latest(rows: Sequence[Row], key: Sequence[str]) -> list[Row]:
+def _latest(rows: Sequence[Row], key: Sequence[str], spec: dict[str, Any]) -> list[Row]:
     """One row per key; two runs with the same key are refused, naming the differing setting
     (a table never silently keeps the newest of two settings)."""
-    return one_per_cell(rows, key, "FilCo table", _settings_of)
+    return one_per_cell(rows, key, spec["label"], _settings_of)
 
 
 def _ci(r: Row, value: str, nd: int = 1) -> str:
@@ -56,72 +56,83 @@ def _paired_delta(a: Row, b: Row, value: str) -> str:
     return paired_text(a.get("_dir"), b.get("_dir"), value, diff, 1)
 
 
-def _paper_cells(spec: dict[str, Any], paper: Grid | None, g: str, ds: str) -> list[str]:
+def _family(spec: dict[str, Any], model: str) -> str | None:
+    return spec["model_family"].get(model)
+
+
+def _paper_cells(spec: dict[str, Any], paper: Grid | None, key: dict[str, str]) -> list[str]:
     if paper is None:
         return []
-    col = spec["task_columns"].get(ds)
+    col = spec["task_columns"].get(key[spec["dataset_column"]])
     if spec["paper"]["grid"] == "delta":
-        fam = spec["model_family"].get(g)
+        fam = _family(spec, key[spec["model_column"]])
         return [fmt_fixed(paper.get(fam, {}).get(col)) if col and fam else "–"]
     return [fmt_fixed(paper[s].get(col)) if col else "–" for s in spec["values"] if s in paper]
 
 
+def _row_keys(rows: Sequence[Row], spec: dict[str, Any]) -> list[tuple[str, ...]]:
+    return sorted({tuple(r.get(c, "") for c in spec["rows"]) for r in rows})
+
+
+def _group(rows: Sequence[Row], spec: dict[str, Any], key: tuple[str, ...]) -> dict[str, Row]:
+    """The key's rows, by their value of the pivoted setting."""
+    return {str(r[spec["pivot"]]): r for r in rows
+            if tuple(r.get(c, "") for c in spec["rows"]) == key}
+
+
 def settings_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None) -> Table:
-    """Rows (generator, family, k, dataset) x settings; FilCo − Full; paper values beside."""
-    values = spec["values"]
-    rows = _latest(rows, ["generator", "eval_dataset", "k", spec["pivot"]])
-    keys = sorted({(r["generator"], r.get("family", ""), r.get("k", ""), r["eval_dataset"])
-                   for r in rows})
-    header = ["generator", "family", "k", "dataset", "n_eval", *values]
-    delta = "filco" in values and "full" in values
-    if delta:
-        header.append(spec.get("delta_label") or "FilCo−Full")
+    """Rows (spec.rows) x the pivoted settings; the spec's delta as a paired test; the
+    paper's values beside."""
+    values, delta = spec["values"], spec.get("delta")
+    rows = _latest(rows, [*spec["cell"], spec["pivot"]], spec)
+    header = [*spec["row_labels"], "n_eval", *values]
+    has_delta = bool(delta) and delta["plus"] in values and delta["minus"] in values
+    if has_delta:
+        header.append(spec.get("delta_label") or delta["label"])
     if paper is not None:
         header += ([f"paper {s}" for s in values if s in paper]
-                   if spec["paper"]["grid"] != "delta" else ["paper FilCo−Full"])
+                   if spec["paper"]["grid"] != "delta" else [f"paper {delta['label']}"])
     if spec.get("reduction"):
-        header.append("FilCo reduction %")
-    return header, [_settings_line(rows, key, spec, paper, delta) for key in keys]
+        header.append(spec["reduction"])
+    return header, [_settings_line(rows, key, spec, paper, has_delta)
+                    for key in _row_keys(rows, spec)]
 
 
-def _settings_line(rows: Sequence[Row], key: tuple, spec: dict[str, Any], paper: Grid | None,
-                   delta: bool) -> list[str]:
-    g, fam, k, ds = key
-    value = spec["value"]
-    cells = {r[spec["pivot"]]: r for r in rows
-             if (r["generator"], r.get("family", ""), r.get("k", ""), r["eval_dataset"]) == key}
+def _settings_line(rows: Sequence[Row], key: tuple[str, ...], spec: dict[str, Any],
+                   paper: Grid | None, has_delta: bool) -> list[str]:
+    value, delta = spec["value"], spec.get("delta") or {}
+    cells = _group(rows, spec, key)
     n = next(iter(cells.values())).get("n_eval", "")
-    line = [g, fam, k, ds, n] + [_ci(cells[s], value) if s in cells else "–"
-                                 for s in spec["values"]]
-    if delta:
+    line = [*key, n] + [_ci(cells[s], value) if s in cells else "–" for s in spec["values"]]
+    if has_delta:
         try:
-            line.append(_paired_delta(cells["filco"], cells["full"], value))
+            line.append(_paired_delta(cells[delta["plus"]], cells[delta["minus"]], value))
         except (KeyError, ValueError):
             line.append("–")
-    line += _paper_cells(spec, paper, g, ds)
+    line += _paper_cells(spec, paper, dict(zip(spec["rows"], key)))
     if spec.get("reduction"):
+        first = len(key) + 1
         try:
-            full, fil = float(line[5].split()[0]), float(line[7].split()[0])
-            line.append(fmt_fixed(100 * (full - fil) / full))
+            base = float(line[first + spec["values"].index(delta["minus"])].split()[0])
+            new = float(line[first + spec["values"].index(delta["plus"])].split()[0])
+            line.append(fmt_fixed(100 * (base - new) / base))
         except ValueError:
             line.append("–")
     return line
 
 
 def measures_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None) -> Table:
-    """Rows (generator, dataset) x the measure that built the silver contexts."""
-    measures, value = spec["values"], spec["value"]
-    rows = _latest(rows, ["generator", "eval_dataset", spec["pivot"]])
-    keys = sorted({(r["generator"], r["eval_dataset"]) for r in rows})
-    labels = spec["labels"]
-    header = ["generator", "dataset", *labels, "silver empty (train) "
+    """Rows (spec.rows) x the measure that built the silver contexts."""
+    measures, value, labels = spec["values"], spec["value"], spec["labels"]
+    rows = _latest(rows, [*spec["cell"], spec["pivot"]], spec)
+    header = [*spec["row_labels"], *labels, "silver empty (train) "
               + "/".join(x[0] for x in labels), *[f"paper {x}" for x in labels]]
     body = []
-    for g, ds in keys:
-        cell = {r[spec["pivot"]]: r for r in rows if (r["generator"], r["eval_dataset"]) == (g, ds)}
-        got = (paper or {}).get(spec["model_family"].get(g, ""), {}).get(
-            spec["task_columns"].get(ds, ""))
-        body.append([g, ds] + [_ci(cell[m], value) if m in cell else "–" for m in measures]
+    for key in _row_keys(rows, spec):
+        cell, k = _group(rows, spec, key), dict(zip(spec["rows"], key))
+        got = (paper or {}).get(_family(spec, k[spec["model_column"]]) or "", {}).get(
+            spec["task_columns"].get(k[spec["dataset_column"]], ""))
+        body.append([*key] + [_ci(cell[m], value) if m in cell else "–" for m in measures]
                     + ["/".join(fmt_fixed(100 * float(cell[m]["silver_empty_train"]), 0)
                                 if m in cell else "–" for m in measures)]
                     + [fmt_fixed(got[i]) if got else "–" for i in range(len(measures))])
@@ -129,16 +140,17 @@ def measures_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None
 
 
 def retrieval_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None) -> Table:
-    """One row per dataset, one column per (metric, k) of the spec's `cells`."""
-    rows = _latest(rows, ["eval_dataset", spec["pivot"]])
+    """One row per spec.rows key, one column per (metric, pivot value) of the spec's
+    `cells`; the paper's (top-1 / top-5) pairs beside."""
+    rows = _latest(rows, [*spec["cell"], spec["pivot"]], spec)
     measures = spec["paper"]["measures"]
-    header = ["dataset", "n_eval", *[c["label"] for c in spec["cells"]],
+    header = [*spec["row_labels"], "n_eval", *[c["label"] for c in spec["cells"]],
               *[f"paper {m}" for m in measures]]
     body = []
-    for ds in sorted({r["eval_dataset"] for r in rows}):
-        by_k = {str(r[spec["pivot"]]): r for r in rows if r["eval_dataset"] == ds}
-        col = spec["task_columns"].get(ds)
-        body.append([ds, next(iter(by_k.values())).get("n_eval", "")]
+    for key in _row_keys(rows, spec):
+        by_k = _group(rows, spec, key)
+        col = spec["task_columns"].get(dict(zip(spec["rows"], key))[spec["dataset_column"]])
+        body.append([*key, next(iter(by_k.values())).get("n_eval", "")]
                     + [_ci(by_k[c["k"]], c["metric"]) if c["k"] in by_k else "–"
                        for c in spec["cells"]]
                     + [" / ".join(map(fmt_fixed, paper[m][col])) if col and paper else "–"

@@ -22,13 +22,13 @@ def _grid(paper: str, table: str, row_key: str, **keys: object) -> Grid:
 
 def _by_family(spec: dict[str, Any], paper: dict[str, Any]) -> Grid:
     """FilCo − Full by model family (Figure 4 text)."""
-    grid = _grid("filco", paper["table"], paper["row_key"])
+    grid = _grid(paper["paper"], paper["table"], paper["row_key"])
     return {spec["model_family"][m]: {c: row[c] for c in spec["paper_columns"]}
             for m, row in grid.items()}
 
 
 def _by_setting(spec: dict[str, Any], paper: dict[str, Any]) -> Grid:
-    grid = _grid("filco", paper["table"], paper["row_key"], **(paper.get("keys") or {}))
+    grid = _grid(paper["paper"], paper["table"], paper["row_key"], **(paper.get("keys") or {}))
     return {s: grid[s] for s in spec["values"]}
 
 
@@ -36,7 +36,7 @@ def _by_measure(spec: dict[str, Any], paper: dict[str, Any]) -> Grid:
     """family -> dataset column -> (value per pivoted measure)."""
     index = {m: i for i, m in enumerate(spec["values"])}
     out: dict[str, dict[str, list[Any]]] = {}
-    for n in paper_table("filco", paper["table"]):
+    for n in paper_table(paper["paper"], paper["table"]):
         fam = spec["model_family"][n.keys[paper["row_key"]]]
         cell = out.setdefault(fam, {}).setdefault(n.column, [None] * len(index))
         cell[index[n.keys[spec["pivot"]]]] = n.value
@@ -46,7 +46,7 @@ def _by_measure(spec: dict[str, Any], paper: dict[str, Any]) -> Grid:
 def _by_top_k(_spec: dict[str, Any], paper: dict[str, Any]) -> Grid:
     """measure -> dataset column -> (top-1, top-5)."""
     out: dict[str, dict[str, dict[int, Any]]] = {}
-    for n in paper_table("filco", paper["table"]):
+    for n in paper_table(paper["paper"], paper["table"]):
         col = n.column.split(" top-")[0]
         out.setdefault(n.keys["measure"], {}).setdefault(col, {})[int(n.keys["top_k"])] = n.value
     return {m: {c: (v[1], v[5]) for c, v in cols.items()} for m, cols in out.items()}

@@ -25,7 +25,8 @@ _FIELDS: dict[str, set[str]] = {
              "pair_on", "note", "row_hook"},
     "pivot": {"title", "kind", "value", "pivot", "values", "labels", "task_columns",
               "model_family", "paper_columns", "metric_note", "notes", "paper", "cells",
-              "delta_label", "reduction"},
+              "delta_label", "reduction", "label", "rows", "row_labels", "cell",
+              "model_column", "dataset_column", "delta"},
 }
 
 
