@@ -13,6 +13,7 @@ import argparse
 import logging
 from pathlib import Path
 
+from ragrepro.errors import DataError
 from ragrepro.report import results_tables
 from ragrepro.report.samples import DEFAULT_STATS, StatsSettings
 
@@ -34,7 +35,10 @@ def main(argv: list[str] | None = None) -> None:
                     help="seed of the bootstrap and permutation resamples")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    _csv, md = build(args.name, st=StatsSettings(args.resamples, args.seed))
+    try:
+        _csv, md = build(args.name, st=StatsSettings(args.resamples, args.seed))
+    except DataError as e:  # no finished runs yet: say what to run, no traceback
+        raise SystemExit(str(e)) from None
     logging.getLogger(__name__).info("\n%s", md.read_text(encoding="utf-8"))
 
 

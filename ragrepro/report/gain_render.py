@@ -62,7 +62,7 @@ def headline(cells: dict[tuple[str, str], Row], spec: dict[str, Any]) -> str:
                 f"Not a meaningful question here:** the smaller model {small} already has a "
                 f"lower word-level perplexity without retrieval ({own:.2f}) than the larger "
                 f"{large} ({target:.2f}), so these two models do not form a size ladder the "
-                f"way GPT-2 S-XL do ({paper}). Compare each model's rows with its own "
+                f"way {spec['paper']['ladder']} do ({paper}). Compare each model's rows with its own "
                 f"no-retrieval row instead.")
     lines = [f"Larger model {large} without retrieval: word-level perplexity {target:.2f}."]
     reached = []
@@ -208,7 +208,7 @@ def to_markdown(rows: list[Row], spec: dict[str, Any], experiment: str,
     key, ref = spec["row_key"], spec["reference"]
     extra = distinguishing([_keyed(r, spec) for r in rows],
                            lambda k: (k.settings.get("model"), k.settings.get(key)))
-    out = [f"# {spec['title'].format(experiment=experiment)}", "", _INTRO, "",
+    out = [f"# {spec['title'].format(experiment=experiment)}", "", spec["intro"], "",
            (f"Uncertainty: {st.describe()}. The perplexity CIs are wide because the sample "
             f"is one stream of a few documents; the gains are paired on the same blocks and "
             f"are much tighter. With under ~20 blocks a percentile interval is approximate "
@@ -231,8 +231,3 @@ def to_markdown(rows: list[Row], spec: dict[str, Any], experiment: str,
         out.append(headline(cells_of(rows, spec), spec))
     return "\n".join(out + [""])
 
-
-_INTRO = ("Word-level perplexity (lower is better) with its 95% confidence interval; gain = "
-          "relative reduction versus the same model without retrieval (positive = retrieval "
-          "helps), with the 95% CI of the paired difference and a two-sided paired "
-          "permutation p-value. Every setting of every row is in the summary CSV.")

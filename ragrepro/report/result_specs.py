@@ -18,7 +18,7 @@ from .spec import SPEC_DIR, _read_yaml
 RESULTS_DIR = SPEC_DIR / "results"
 
 _FIELDS: dict[str, set[str]] = {
-    "gain": {"title", "experiments", "row_key", "reference", "order", "labels",
+    "gain": {"title", "intro", "experiments", "row_key", "reference", "order", "labels",
              "default_retrieval", "fixed_retrieval", "upper_bounds", "model_size",
              "retrieval_only", "rerank_only", "per_model", "scorer_line", "paper"},
     "runs": {"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",

@@ -118,7 +118,11 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     st = StatsSettings(args.resamples, args.seed)
     for name in args.names:
-        for path in build(name, args.results, args.experiment, st, args.paper_scale):
+        try:
+            paths = build(name, args.results, args.experiment, st, args.paper_scale)
+        except DataError as e:  # e.g. no runs yet: say what to run, no traceback
+            raise SystemExit(str(e)) from None
+        for path in paths:
             if path.suffix == ".md":
                 log.info("\n%s", path.read_text(encoding="utf-8"))
 
