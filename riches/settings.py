@@ -16,7 +16,7 @@ from ragrepro.metrics.autoais import AutoAIS
 from ragrepro.models.lm import LM
 
 # the AutoAIS judge for a run's LM, or None when attribution is disabled (riches/attribution.py)
-JudgeFactory = Callable[[LM], "AutoAIS | None"]
+JudgeFactory = Callable[[LM], AutoAIS | None]
 
 
 def coerce_numbers(obj: Any) -> None:
