@@ -16,7 +16,8 @@ export TOKENIZERS_PARALLELISM ?= false
 export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
-	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder judge-eval
+	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
+	judge-eval
 
 setup: $(STAMP)
 
@@ -73,6 +74,12 @@ setup-ladder: setup
 reproduce-table1-ladder: setup-ladder
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder
 	$(PY) -m ralm.table1 ralm/table1_ladder
+	$(PY) -m scripts.fig4_ladder
+
+reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder_foldoc
+	$(PY) -m ralm.table1 ralm/table1_ladder_foldoc
+	$(PY) -m scripts.fig4_ladder --corpus foldoc
 
 # Every offline attribution judge on the hand-checked set (ragrepro/data/embedded/
 # attribution_judge.jsonl) -> results/judge/judge_eval.csv + .md; resumes per item. About 40 min

@@ -235,16 +235,20 @@ def test_accuracy_label_format() -> None:
     assert accuracy_label(0.9, 0.85, 0.95, 10, "cv").endswith("10 hand-checked items (cv)")
 
 
-def test_riches_table_label_names_each_judge_and_its_accuracy() -> None:
-    from riches.tables import CONTEXT, judge_note
+def test_riches_tables_show_the_judge_accuracy(tmp_path) -> None:
+    from riches.tables import TABLES, fill_row
 
-    assert "autoais_judge_accuracy" in CONTEXT
-    rows = [{"autoais_scorer": "llm-judge:a", "autoais_judge_accuracy": "50.0% [41.7, 58.3] on 120 hand-checked items"},
-            {"autoais_scorer": "llm-judge:b"}, {"autoais_scorer": "t5:google/x"}]
-    note = judge_note(rows)
-    assert "llm-judge:a: 50.0% [41.7, 58.3] on 120 hand-checked items" in note
-    assert "llm-judge:b: not recorded (an older row)" in note and "t5:" not in note
-    assert judge_note([{"autoais_scorer": "t5:google/x"}]) == ""
+    for spec in TABLES.values():
+        ctx = spec["context"]
+        assert ctx.index("autoais_judge_accuracy") == ctx.index("autoais_scorer") + 1
+        assert "hand-checked attribution set" in spec["note"]
+    label = "50.0% [40.8, 59.2] on 120 hand-checked items"
+    new = fill_row({"autoais_scorer": "llm-judge:a", "autoais_judge_accuracy": label}, tmp_path)
+    old = fill_row({"autoais_scorer": "llm-judge:b"}, tmp_path)
+    t5 = fill_row({"autoais_scorer": "t5:google/x"}, tmp_path)
+    assert new["autoais_judge_accuracy"] == label
+    assert old["autoais_judge_accuracy"] == "not recorded (an older row)"
+    assert "autoais_judge_accuracy" not in t5
 
 
 def test_best_threshold_and_cross_validation_by_hand() -> None:

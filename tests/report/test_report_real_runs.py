@@ -97,7 +97,7 @@ def test_report_on_real_riches_runs(tmp_path):
     res = tmp_path / "results"
     # the run's own LM judges (the default judge needs the opt-in ladder weights)
     _cli(res, "experiment=riches/main", "limit=2", "dataset.hops=1",
-         "riches.method=riches,no_retrieval", "riches/keys@riches.key=title",
+         "riches/method=riches,no_retrieval", "riches/keys@riches.key=title",
          "riches.autoais.judge_model=null", "riches.autoais.judge_threshold=null")
     report = build_report(res)
     assert len(load_runs(res)) == len(report.runs) == 2
