@@ -82,8 +82,8 @@ reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
 	$(PY) -m scripts.fig4_ladder --corpus foldoc
 
 # Every offline attribution judge on the hand-checked set (ragrepro/data/embedded/
-# attribution_judge.jsonl) -> results/judge/judge_eval.csv + .md; resumes per item. About 40 min
-# on one CPU thread (docs/autoais.md); Qwen-1.5B in bfloat16 (4x faster than float32 on CPU).
+# attribution_judge.jsonl) -> results/judge/judge_eval.csv + .md; resumes per item. About 25 min
+# on one CPU thread (docs/autoais.md); Qwen-1.5B in bfloat16 (3-4x faster than float32 on CPU).
 judge-eval: setup-ladder
 	OMP_NUM_THREADS=1 $(PY) -m scripts.judge_eval --models smollm2-135m gemma3-270m \
 	  qwen2.5-coder-0.5b qwen2.5-coder-1.5b:bfloat16
