@@ -38,6 +38,10 @@ JUDGE_ACCURACY: dict[tuple[str, str, float], str] = {
         "69.2% [60.8, 77.5] on 120 hand-checked items",
     ("qwen2.5-coder-0.5b", "float32", 0.469):
         "65.8% [57.5, 74.2] on 120 hand-checked items (threshold chosen by 5-fold CV)",
+    ("qwen2.5-coder-1.5b", "float32", 0.5):
+        "63.3% [54.2, 71.7] on 120 hand-checked items",
+    ("qwen2.5-coder-1.5b", "float32", 0.8766):
+        "94.2% [90.0, 97.5] on 120 hand-checked items (threshold chosen by 5-fold CV)",
 }
 
 
