@@ -76,9 +76,7 @@ def _experiment_targets() -> dict[str, str]:
 
 
 # Experiments whose pipeline still takes the whole config; shrinks to empty (issue 15).
-LEGACY_TARGETS = {"ralm.lm_eval.run", "ralm.qa.run", "filco.pipeline.run",
-                  "filco.table2.run_retrieval", "riches.pipeline.run", "ragrepro.smoke.run",
-                  "ragrepro.retrieval.sharding.run"}
+LEGACY_TARGETS = {"filco.pipeline.run", "filco.table2.run_retrieval", "riches.pipeline.run"}
 
 
 def test_legacy_targets_only_shrink():
