@@ -25,7 +25,7 @@ from ragrepro.tracking import Run
 
 from . import official_format as off
 from .documents import doc_encoder, forbidden_titles
-from .engine import EvalSettings, StreamEval
+from .engine import DocSource, EvalSettings, StreamEval
 from .reranker import TrainingInputs, get_reranker
 from .settings import RalmSettings, RerankerSettings
 from .sources import (
@@ -119,8 +119,8 @@ def retrieval_logger(path: Path, text_index: int) -> Callable[[dict], None]:
     return log_one
 
 
-def evaluate_streams(run: Run, lm: Any, s: Any, source: Any, encode_doc: Any,
-                     streams: list[list[int]], desc: str,
+def evaluate_streams(run: Run, lm: LM, s: EvalSettings, source: DocSource | None,
+                     encode_doc: Callable[[dict], list[int]], streams: list[list[int]], desc: str,
                      **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval]]:
     """Score every window of every stream, resuming the windows (and retrievals) a killed run
     already wrote; returns the per-window records and the evaluators, per stream."""
@@ -213,7 +213,7 @@ def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]
         "n_texts": len(texts)}
 
 
-def write_official_file(path: Path, lm: Any, streams: Sequence[Sequence[int]],
+def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],
                         evaluators: Sequence[StreamEval], stream_mode: str) -> None:
     out = []
     for st, ev in zip(streams, evaluators):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from . import official_format as off
 from .documents import hit_dict
 from .engine import DocSource, EvalSettings
 from .windows import Window, make_windows
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ def document_source(run: Run, s: EvalSettings, docs: list[LMDoc], streams: list[
                          retriever.settings(), near_dup, exclude)
 
 
-def other_zeroshot(scorer: Any, lm: Any, s: EvalSettings,
+def other_zeroshot(scorer: LM, lm: LM, s: EvalSettings,
                    encode_doc_scorer: Callable[[dict], list[int]]):
     """Zero-shot ranking with a scoring LM that is not the evaluated one (paper Table 3):
     the window's prefix is decoded and re-encoded with the scorer's tokenizer, the document
