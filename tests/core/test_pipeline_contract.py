@@ -76,7 +76,7 @@ def _experiment_targets() -> dict[str, str]:
 
 
 # Experiments whose pipeline still takes the whole config; shrinks to empty (issue 15).
-LEGACY_TARGETS = {"filco.pipeline.run", "filco.table2.run_retrieval", "riches.pipeline.run"}
+LEGACY_TARGETS = {"filco.pipeline.run", "filco.table2.run_retrieval"}
 
 
 def test_legacy_targets_only_shrink():
