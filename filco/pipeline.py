@@ -8,7 +8,7 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from ragrepro.deferred import Deferred
@@ -80,6 +80,11 @@ class Ctx:
         """get_inputs.py --answer_prefix of the M_ctx data (FEVER's label sentence)."""
         return self.fc.ctx_answer_prefix
 
+    @cached_property
+    def scorer_lm(self) -> LM:
+        """CXMI's scoring model, built once: the `cxmi_scorer` component, else the base LM."""
+        return self.cxmi_scorer.build() if self.cxmi_scorer else self.lm
+
     def cache_file(self, kind: str, key_obj: Any) -> Any:
         path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -107,8 +112,7 @@ def passage_retriever(fc: FilcoSettings, corpus: Deferred, retriever: Deferred) 
 
 # -- silver contexts -----------------------------------------------------------------------
 def cxmi_scorer(c: Ctx) -> CxmiScorer:
-    lm = c.cxmi_scorer.build() if c.cxmi_scorer else c.lm
-    return CxmiScorer(lm, c.task, prompt=c.fc.cxmi.prompt, batch_size=c.fc.cxmi.batch_size,
+    return CxmiScorer(c.scorer_lm, c.task, prompt=c.fc.cxmi.prompt, batch_size=c.fc.cxmi.batch_size,
                       max_input_tokens=c.fc.max_input_tokens)
 
 
