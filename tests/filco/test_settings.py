@@ -83,3 +83,14 @@ def test_task_is_the_datasets_unless_set():
     fc = instantiate(_compose("experiment=filco/fig4", "filco.task=fever").filco,
                      _convert_="object")
     assert task_of(fc, "qa").name == "fever"
+
+
+@pytest.mark.parametrize("dataset,task", [
+    ("nq-open", "nq"), ("nq-open-dpr", "nq"), ("triviaqa", "tqa"), ("triviaqa-dpr", "tqa"),
+    ("hotpotqa", "hotpotqa"), ("eli5", "eli5"), ("fever", "fever"), ("wow", "wow"),
+    ("vital-qa", "qa"), ("fanout-grounded", "qa"), ("local_qa", "qa")])
+def test_every_filco_dataset_names_its_task(dataset, task):
+    # the paper's six tasks (§3) and the mini sets: measure, metric and prompt fields follow
+    fc = instantiate(_compose("experiment=filco/fig4").filco, _convert_="object")
+    assert task_of(fc, _compose("experiment=filco/fig4", f"dataset={dataset}").dataset.task).name \
+        == task
