@@ -172,7 +172,7 @@ def psg_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
     return trained_lm(c.lm, pairs, c.fc.train.config("psg", c.seed), "psg")
 
 
-def generate_texts(c: Ctx, lm: Any, sources: Sequence[str], max_new: int, what: str) -> list[str]:
+def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: str) -> list[str]:
     from tqdm import tqdm
 
     from .encoding import prompt_ids
@@ -309,7 +309,7 @@ def evaluate(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Exam
     return records, extra, list(sil_train)
 
 
-def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example],
+def _generate_and_record(c: Ctx, gen: LM, setting: str, test: Sequence[Example],
                          contexts: Sequence[str], records: list[dict], done: dict[str, dict],
                          run: Run) -> None:
     """M_gen predictions, batch by batch; each finished batch is written at once, and examples

@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +27,9 @@ from ragrepro.hashing import hash_obj
 from ragrepro.paths import cache_dir
 
 from .encoding import prompt_ids, target_ids
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 IGNORE = -100
@@ -63,7 +66,7 @@ class Encoded:
     target: list[int]
 
 
-def encode_pairs(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig) -> list[Encoded]:
+def encode_pairs(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig) -> list[Encoded]:
     return [Encoded(prompt_ids(lm, s, tc.max_input_tokens), target_ids(lm, t, tc.max_target_tokens))
             for s, t in pairs]
 
@@ -129,7 +132,7 @@ def causal_target_loss(model: Any, batch: dict[str, torch.Tensor], device: str) 
     return torch.nn.functional.cross_entropy(logits.float(), labels[rows, cols], reduction="sum")
 
 
-def _pad_id(lm: Any) -> int:
+def _pad_id(lm: LM) -> int:
     pad = lm.tokenizer.pad_token_id
     return int(pad if pad is not None else (lm.eos_id or 0))
 
@@ -142,7 +145,7 @@ def _wrap_lora(model: Any, tc: TrainConfig) -> Any:
     return get_peft_model(model, cfg)
 
 
-def _micro_batch_loss(model: Any, lm: Any, items: Sequence[Encoded], tc: TrainConfig,
+def _micro_batch_loss(model: Any, lm: LM, items: Sequence[Encoded], tc: TrainConfig,
                       pad: int) -> torch.Tensor:
     """Summed target-token cross-entropy of one micro-batch (causal or seq2seq)."""
     if lm.kind == "causal":
@@ -157,7 +160,7 @@ def _micro_batch_loss(model: Any, lm: Any, items: Sequence[Encoded], tc: TrainCo
     return loss
 
 
-def _step(model: Any, lm: Any, data: Sequence[Encoded], batch_idx: Sequence[int],
+def _step(model: Any, lm: LM, data: Sequence[Encoded], batch_idx: Sequence[int],
           tc: TrainConfig, pad: int) -> float:
     """Forward and backward over one batch, micro-batch by micro-batch; the gradients sum to
     those of the mean over the batch's target tokens. Returns that mean loss."""
@@ -173,7 +176,7 @@ def _step(model: Any, lm: Any, data: Sequence[Encoded], batch_idx: Sequence[int]
     return step_loss / max(1, n_tok)
 
 
-def fine_tune(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
+def fine_tune(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
               desc: str = "train") -> tuple[Any, dict]:
     """Train a copy of lm.model on (source, target) string pairs. Returns (model, log)."""
     from tqdm import tqdm
@@ -216,13 +219,13 @@ def fine_tune(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
                    "lora": use_lora, "first_loss": losses[0], "last_loss": losses[-1]}
 
 
-def model_key(lm: Any, tc: TrainConfig, pairs: Sequence[tuple[str, str]], role: str) -> str:
+def model_key(lm: LM, tc: TrainConfig, pairs: Sequence[tuple[str, str]], role: str) -> str:
     return hash_obj({"base": [lm.name, lm.revision, lm.kind], "train": asdict(tc), "role": role,
                      "pairs": hash_obj([list(p) for p in pairs], 32)}, 20)
 
 
-def trained_lm(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: str,
-               root: Path | None = None) -> tuple[Any, dict]:
+def trained_lm(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: str,
+               root: Path | None = None) -> tuple[LM, dict]:
     """The fine-tuned LM for (base, settings, pairs): loaded from the cache, or trained and
     saved (safetensors: the LoRA adapter, or the full weights without LoRA)."""
     from ragrepro.models.lm import LM
