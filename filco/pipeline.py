@@ -3,21 +3,20 @@ per-measure comparison (Table 4), context statistics (Table 3, Fig. 6) and retri
 statistics (Table 2). One run = one setting on one evaluation set = one CSV row."""
 from __future__ import annotations
 
-import json
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
+from pathlib import Path
 from typing import Any
 
+from ragrepro.cache import cache_path, cached_json
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.models.lm import LM
-from ragrepro.paths import cache_dir
 from ragrepro.pipeline import Result
 from ragrepro.retrieval.base import Retriever
 from ragrepro.tracking import Run
@@ -85,20 +84,8 @@ class Ctx:
         """CXMI's scoring model, built once: the `cxmi_scorer` component, else the base LM."""
         return self.cxmi_scorer.build() if self.cxmi_scorer else self.lm
 
-    def cache_file(self, kind: str, key_obj: Any) -> Any:
-        path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
-
-
-def _cached_json(path, compute):
-    if path.exists():
-        return json.loads(path.read_text())
-    value = compute()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
-    return value
+    def cache_file(self, kind: str, key_obj: Any) -> Path:
+        return cache_path("filco", kind, f"{hash_obj(key_obj, 20)}.json")
 
 
 def examples_key(exs: Sequence[Example]) -> str:
@@ -121,7 +108,7 @@ def silvers(c: Ctx, exs: Sequence[Example]) -> list[Silver]:
     key = {"examples": examples_key(exs), "spec": c.spec.as_dict(), "splitter": c.fc.splitter,
            "scorer": None if scorer is None else [scorer.lm.name, scorer.lm.revision,
                                                    scorer.prompt, scorer.max_input_tokens]}
-    rows = _cached_json(c.cache_file("silver", key), lambda: [
+    rows = cached_json(c.cache_file("silver", key), lambda: [
         s.__dict__ for s in silver_contexts(exs, c.spec, c.split, scorer)])
     return [Silver(**r) for r in rows]
 
@@ -189,7 +176,7 @@ def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: s
             out += [lm.decode(g, skip_special_tokens=True).strip() for g in gen]
         return out
 
-    return _cached_json(c.cache_file("generations", key), compute)
+    return cached_json(c.cache_file("generations", key), compute)
 
 
 # -- test-time contexts --------------------------------------------------------------------

@@ -76,7 +76,7 @@ def _experiment_targets() -> dict[str, str]:
 
 
 # Experiments whose pipeline still takes the whole config; shrinks to empty (issue 15).
-LEGACY_TARGETS = {"ralm.lm_eval.run", "ralm.qa.run", "riches.pipeline.run", "ragrepro.smoke.run",
+LEGACY_TARGETS = {"ralm.lm_eval.run", "ralm.qa.run", "ragrepro.smoke.run",
                   "ragrepro.retrieval.sharding.run"}
 
 

@@ -96,7 +96,7 @@ def test_report_on_real_riches_runs(tmp_path):
 
     res = tmp_path / "results"
     _cli(res, "experiment=riches/main", "limit=2", "dataset.hops=1",
-         "riches.method=riches,no_retrieval", "riches/keys@riches.key=title")
+         "riches/method=riches,no_retrieval", "riches/keys@riches.key=title")
     report = build_report(res)
     assert len(load_runs(res)) == len(report.runs) == 2
     rows = [r for r in _our_rows(report, "riches/main") if r.metric == "f1_squad"]
