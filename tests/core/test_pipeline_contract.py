@@ -75,8 +75,8 @@ def _experiment_targets() -> dict[str, str]:
     return out
 
 
-# Experiments whose pipeline still takes the whole config; shrinks to empty (issue 15).
-LEGACY_TARGETS = {"filco.pipeline.run", "filco.table2.run_retrieval"}
+# Experiments whose pipeline still takes the whole config: none left since issue 15.
+LEGACY_TARGETS: set[str] = set()
 
 
 def test_legacy_targets_only_shrink():

@@ -163,7 +163,7 @@ def test_filco_paper_hotpotqa_retrieves_instead_of_taking_distractors():
     from filco.data import retrieve
     from ragrepro.data.records import Passage, QARecord
 
-    cfg = _compose("experiment=filco/paper/table2", "filco.dataset=hotpotqa")
+    cfg = _compose("experiment=filco/paper/table2", "dataset=hotpotqa")
     assert cfg.filco.passages == "retriever"
     gold = Passage(pid="g", title="Gold", text="gold paragraph")
     rec = QARecord(qid="1", question="q?", answers=["a"], passages=[gold])
