@@ -92,3 +92,13 @@ def test_unknown_settings_key_is_a_config_error():
     cfg.settings.scael = 1.0  # a misspelt key must not be ignored
     with pytest.raises(ConfigError, match="scael"):
         build_pipeline(cfg)
+
+
+def test_renamed_groups_are_checked_before_loading():
+    from ragrepro.configcheck import check_overrides
+
+    with pytest.raises(ConfigError, match="Did you mean 'smollm2-135m'"):
+        check_overrides(["scorer=smolm2"])
+    with pytest.raises(ConfigError, match="Unknown riches/method 'dense'"):
+        check_overrides(["riches/method=riches,dense"])
+    check_overrides(["riches/method=riches,iterative", "scorer=self"])
