@@ -1,9 +1,10 @@
 """AutoAIS for RICHES rows (§5.2): the judge built from `riches.autoais`, and its scores.
 
-`riches.autoais` is a Hydra partial of `autoais_judge`: the llm-judge backend scores with the
-run's own LM, which exists only once the pipeline is built, so the judge is made at the end
-of a run from that LM (and the 11B TRUE checkpoint of the paper configs is loaded only after
-decoding). The offline judge is reported as `autoais_substitute`, never as `autoais`.
+`riches.autoais` is a Hydra partial of `autoais_judge`: the llm-judge backend scores with
+`riches.autoais.judge_model` (a model partial, docs/autoais.md) or else the run's own LM,
+which exists only once the pipeline is built, so the judge is made at the end of a run (and
+the 11B TRUE checkpoint of the paper configs is loaded only after decoding). The offline
+judge is reported as `autoais_substitute`, never as `autoais`.
 """
 from __future__ import annotations
 

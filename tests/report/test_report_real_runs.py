@@ -79,8 +79,8 @@ def test_report_on_real_filco_runs(tmp_path):
     from filco.tables import build
 
     res = tmp_path / "results"
-    _cli(res, "experiment=filco/table3", "filco.dataset=vital-qa", "filco.setting=full,silver",
-         "filco.eval_data.limit=3")
+    _cli(res, "experiment=filco/table3", "dataset=vital-qa", "filco.setting=full,silver",
+         "limit=3")
     report = build_report(res)
     assert len(report.runs) == 2
     # every run is somewhere in the FilCo report tables, none is dropped
