@@ -133,3 +133,13 @@ def test_tap_leaves_the_harness_labels_unchanged(smollm):
         assert a.prefix == b.prefix and a.docs == b.docs
         assert a.loglik == pytest.approx(b.loglik, abs=1e-4)
     assert all(z < 0 for z in tap.zeroshot)
+
+
+def test_label_margins_hand_computed():
+    from scripts.reranker_curve_report import label_margins, margin_note
+
+    held = [{"loglik": [-10.0, -12.0, -9.0, -30.0]},   # best -9, second -10: 1.0
+            {"loglik": [-5.0, -5.2, -7.0, -8.0]},      # 0.2
+            {"loglik": [-3.0, -1.0, -1.0, -9.0]}]      # a tie: 0.0
+    assert label_margins(held).tolist() == pytest.approx([1.0, 0.2, 0.0])
+    assert "median 0.20; 67% below 0.5 nats, 67% below 1 nat" in margin_note(held)
