@@ -39,7 +39,7 @@ reproduce-table1: setup
 
 # Learning curve of the mini predictive reranker (docs/ralm.md): labels are cached and reused,
 # finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold).
-RERANKER_SIZES ?= 100,300,1000,2000
+RERANKER_SIZES ?= 100,300,600,1000
 reranker-curve: setup
 	OMP_NUM_THREADS=1 $(PY) -m scripts.reranker_curve --sizes $(RERANKER_SIZES)
 
