@@ -33,14 +33,15 @@ def margin_note(held: Sequence[dict]) -> str:
 
 def markdown(rows: Sequence[dict], settings: str, held: Sequence[dict] = ()) -> str:
     """The curve as a table; every agreement with its 95% bootstrap CI over held-out examples."""
-    head = ("| n train | steps | trained top-1 [95% CI] | held-out Eq. 9 loss [95% CI] | "
+    head = ("| n train | steps | trained top-1 [95% CI] | held-out Eq. 9 loss [95% CI] (untrained) | "
             "untrained top-1 | zero-shot LM top-1 | BM25-first | chance | trained - zero-shot "
             "[95% CI] | p | train s | label s/example |\n" + "|---" * 12 + "|\n")
     lines = []
     for r in rows:
         lines.append(
             f"| {r['n_train']} | {r['steps']} | {_iv(r, 'agree_trained')} | "
-            f"{_iv(r, 'loss_trained')} | {_iv(r, 'agree_untrained')} | "
+            f"{_iv(r, 'loss_trained', 3)} ({float(r['loss_untrained']):.3f}) | "
+            f"{_iv(r, 'agree_untrained')} | "
             f"{_iv(r, 'agree_zeroshot')} | {_iv(r, 'agree_first')} | "
             f"{float(r['chance']):.2f} | {_iv(r, 'trained_minus_zeroshot')} | "
             f"{float(r['trained_minus_zeroshot_p']):.3f} | {float(r['train_s']):.0f} | "
