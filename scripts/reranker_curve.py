@@ -243,16 +243,31 @@ class ZeroShotTap:
         return out
 
 
+def training_inputs(cfg, lm: Any = None):
+    """The TrainingInputs an evaluation run hands to ralm.reranker, built from the same
+    pipeline node (so cache keys match the harness's); lm: the label LM, when loaded."""
+    from hydra.utils import instantiate
+
+    from ralm.reranker import TrainingInputs
+
+    p = cfg.pipeline
+    return TrainingInputs(instantiate(p.reranker, _convert_="all"), lm,
+                          instantiate(p.label_model), instantiate(p.dataset),
+                          instantiate(p.corpus), instantiate(p.retriever),
+                          instantiate(p.settings, _convert_="all"), int(cfg.batch_size))
+
+
 def chunk_labeller(cfg, lm: Any, texts: list, chunk_texts: int) -> Callable[[int], list[dict]]:
     from ralm import predictive as pr
     from ralm.reranker import make_examples
 
     k, lead = int(cfg.ralm.k), int(cfg.ralm.rerank_tokens)
+    t = training_inputs(cfg, lm)
 
     def label(i: int) -> list[dict]:
         part = texts[i * chunk_texts:(i + 1) * chunk_texts]
         tap = ZeroShotTap(lm, lead)
-        rows = pr.examples_to_json(make_examples(cfg, tap, part))
+        rows = pr.examples_to_json(make_examples(t, tap, part))
         for j, r in enumerate(rows):
             r["zeroshot"] = tap.zeroshot[j * k:(j + 1) * k]
         return rows
@@ -268,7 +283,8 @@ def corpus_texts(cfg) -> list:
     from ralm.documents import forbidden_titles
 
     passages = list(build_corpus(cfg.corpus).passages)
-    order = train_pool([p.title for p in passages], forbidden_titles(cfg), int(cfg.reranker.seed))
+    banned = forbidden_titles(cfg.ralm.forbidden_titles, cfg.dataset.name)
+    order = train_pool([p.title for p in passages], banned, int(cfg.reranker.seed))
     return [LMDoc(doc_id=passages[i].pid, title=passages[i].title,
                   text=f"{passages[i].title}\n\n{passages[i].text}\n\n") for i in order]
 
@@ -296,10 +312,8 @@ def eq9_per_example(scores: np.ndarray, held: Sequence[dict]) -> np.ndarray:
 
 def trainer(cfg) -> TrainEval:
     from ralm import predictive as pr
-    from ralm.reranker import encoder_cfg
-
-    rc = cfg.reranker
-    enc = encoder_cfg(str(rc.encoder))
+    rc = training_inputs(cfg).rc
+    enc = rc.encoder
 
     def train_eval(train_rows: list[dict], held: list[dict], steps: int) -> dict[str, Any]:
         model = pr.Reranker(enc["source"], str(rc.arch), enc.get("pooling", "mean"),
@@ -320,12 +334,11 @@ def cache_path(cfg, chunk_texts: int) -> Path:
     from omegaconf import OmegaConf
 
     from ragrepro.hashing import hash_obj
-    from ragrepro.named_configs import model_config
     from ragrepro.paths import cache_dir
     from ralm.reranker import data_key
 
-    label = cfg.reranker.get("label_model") or cfg.model.name
-    key = data_key(cfg, cfg.reranker, model_config(str(label), str(cfg.dtype), str(cfg.device)))
+    t = training_inputs(cfg)
+    key = data_key(t, t.label_model.config or {})
     for k in ("train_texts", "n_examples"):
         key.pop(k, None)
     key.update(curve=CURVE_VERSION, chunk_texts=chunk_texts,
@@ -347,8 +360,6 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. reranker.lr=2e-5")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from ragrepro.named_configs import load_model
-
     from .reranker_curve_report import settings_line, write_markdown
 
     cfg = compose_cfg(args.overrides)
@@ -361,7 +372,7 @@ def main(argv: list[str] | None = None) -> None:
 
     if not args.report_only:
         texts = corpus_texts(cfg)
-        lm, _ = load_model(str(cfg.reranker.label_model), str(cfg.dtype), str(cfg.device))
+        lm = training_inputs(cfg).label_model.build()
         label = chunk_labeller(cfg, lm, texts, args.chunk_texts)
         run_curve([int(x) for x in args.sizes.split(",")], cache, csv_path,
                   args.heldout_chunks, len(texts) // args.chunk_texts, label, trainer(cfg),

@@ -65,9 +65,9 @@ def write_markdown(csv_path: Path, settings: str, held: Sequence[dict] = ()) -> 
 
 def settings_line(cfg, epochs: float) -> str:
     r, rc = cfg.ralm, cfg.reranker
-    return (f"Settings: label model {rc.label_model}, k={r.k} BM25 candidates, stride "
+    return (f"Settings: label model {cfg.label_model.name}, k={r.k} BM25 candidates, stride "
             f"{r.stride}, window {r.max_length}, documents {r.doc_max_tokens} tokens, "
-            f"reranker {rc.encoder} {rc.arch}-encoder (max_length {rc.max_length}, prefix "
+            f"reranker {rc.encoder.name} {rc.arch}-encoder (max_length {rc.max_length}, prefix "
             f"{rc.prefix_tokens or r.query_len} LM tokens), loss {rc.loss}, lr {rc.lr}, batch "
             f"{rc.batch_size}, {epochs:g} epochs per n, warmup {rc.warmup_ratio}, seed "
             f"{rc.seed}; zero-shot = the label LM's NLL of the last {r.rerank_tokens} prefix "

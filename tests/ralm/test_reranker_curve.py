@@ -23,7 +23,7 @@ def test_wiki_vital_training_texts_never_hold_an_evaluated_article():
     """Table 1 evaluates the first 10 held-out test articles; neither the curve's pool nor
     the harness's own corpus training texts (ralm.reranker.training_texts, every corpus
     lead drawn) may contain one, nor any other held-out title."""
-    from omegaconf import OmegaConf
+    from dataclasses import replace
 
     from ragrepro.data.vital import heldout_titles, lm_docs
     from ralm.reranker import training_texts
@@ -35,7 +35,8 @@ def test_wiki_vital_training_texts_never_hold_an_evaluated_article():
     pool = rc.corpus_texts(cfg)
     assert len(pool) > 9000
     assert not {d.title for d in pool} & held
-    harness = training_texts(cfg, OmegaConf.merge(cfg.reranker, {"train_texts": 100000}))
+    t = rc.training_inputs(cfg)
+    harness = training_texts(replace(t, rc=replace(t.rc, train_texts=100000)))
     assert len(harness) == len(pool)
     assert not {d.title for d in harness} & held
     # the filter itself works when a corpus does hold an evaluated article
@@ -125,9 +126,10 @@ def test_tap_leaves_the_harness_labels_unchanged(smollm):
     cfg = rc.compose_cfg(["ralm.max_length=64", "ralm.stride=16", "ralm.doc_max_tokens=24",
                           "ralm.k=2", "ralm.rerank_tokens=4", "reranker.examples_per_text=1"])
     texts = rc.corpus_texts(cfg)[:2]
-    plain = make_examples(cfg, smollm, texts)
+    t = rc.training_inputs(cfg, smollm)
+    plain = make_examples(t, smollm, texts)
     tap = rc.ZeroShotTap(smollm, lead=4)
-    tapped = make_examples(cfg, tap, texts)
+    tapped = make_examples(t, tap, texts)
     assert len(plain) == 2 and len(tap.zeroshot) == 4
     for a, b in zip(plain, tapped):
         assert a.prefix == b.prefix and a.docs == b.docs
