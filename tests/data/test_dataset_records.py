@@ -41,8 +41,8 @@ def _cases() -> list[tuple[str, dict]]:
                                         {"variant": "wikitext-2"},
                                         {"path": "{root}/local/a.txt"})]
     for name in PILE:
-        c += [(name, {}), (name, {"path": "{root}/pile/%s.jsonl" % name}),
-              (name, {"path": "{root}/pile/%s.jsonl" % name, "limit": 2}),
+        c += [(name, {}), (name, {"path": "{root}/pile/" + name + ".jsonl"}),
+              (name, {"path": "{root}/pile/" + name + ".jsonl", "limit": 2}),
               (name, {"path": "{root}/local/missing.jsonl"})]
     c += [("local_text", o) for o in ({"path": "{root}/local/a.txt"},
                                       {"path": "{root}/local/b.jsonl"},
