@@ -1,53 +1,41 @@
-"""Loading FilCo examples: QA records from `ragrepro.data.loaders`, top-k passages from the
-record itself (DPR files, HotpotQA distractors) or from the configured retriever."""
+"""Loading FilCo examples: QA records of a dataset named by its config (conf/dataset/<name>.yaml,
+read through `ragrepro.data.catalog`), top-k passages from the record itself (DPR files,
+HotpotQA distractors) or from the configured retriever. The FilCo task of a dataset is the
+`task` key of its YAML."""
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ragrepro.data.catalog import dataset_property, has_dataset, load_named
 from ragrepro.errors import ConfigError
 
 from .silver import Example
+from .tasks import TASKS
 
 log = logging.getLogger(__name__)
 
-# dataset name -> FilCo task (measure, metric, prompt fields)
-DATASET_TASKS = {"nq-open": "nq", "nq-open-dpr": "nq", "triviaqa": "tqa", "triviaqa-dpr": "tqa",
-                 "hotpotqa": "hotpotqa", "eli5": "eli5", "fever": "fever", "wow": "wow",
-                 "vital-qa": "qa", "vital-qa-bridge": "qa", "fanout-grounded": "qa",
-                 "local_qa": "qa"}
-
 
 def task_for(dataset: str, task: str = "auto") -> str:
+    """`filco.task`, or with `auto` the `task` of conf/dataset/<dataset>.yaml."""
     if task != "auto":
         return task
-    if dataset not in DATASET_TASKS:
+    found = has_dataset(dataset) and dataset_property(dataset, "task")
+    if found not in TASKS:
         raise ConfigError(f"No FilCo task known for dataset {dataset!r}: set filco.task to one "
                           f"of nq, tqa, hotpotqa, eli5, fever, wow, qa.")
-    return DATASET_TASKS[dataset]
-
-
-def dataset_conf(name: str) -> dict[str, Any]:
-    """conf/dataset/<name>.yaml as a dict ({} for a name without a config file)."""
-    from omegaconf import OmegaConf
-
-    from ragrepro.configcheck import group_options
-    from ragrepro.named_configs import group_config
-
-    if name not in group_options("dataset"):
-        return {}
-    return dict(OmegaConf.to_container(group_config("dataset", name), resolve=False))  # type: ignore[arg-type]
+    return str(found)
 
 
 def default_split(name: str) -> str:
     """The split named in conf/dataset/<name>.yaml (fanout-grounded: dev; most: test)."""
-    return str(dataset_conf(name).get("split") or "test")
+    return str((has_dataset(name) and dataset_property(name, "split")) or "test")
 
 
 def dataset_variant(name: str) -> str | None:
     """The `variant` of conf/dataset/<name>.yaml (vital-qa: the embedded file's version)."""
-    v = dataset_conf(name).get("variant")
+    v = dataset_property(name, "variant") if has_dataset(name) else None
     return None if v is None else str(v)
 
 
@@ -61,13 +49,13 @@ def data_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def load_records(spec: Mapping[str, Any]) -> list:
-    from ragrepro.data.loaders import load_qa
-
-    kw = {k: spec.get(k) for k in ("name", "split", "path", "limit", "hops")}
-    if not kw["name"]:
+    """The records of conf/dataset/<spec.name>.yaml with the spec's split, path, limit, hops."""
+    name = spec.get("name")
+    if not name:
         raise ConfigError("A FilCo data spec needs a `name` (e.g. vital-qa).")
-    kw["split"] = kw["split"] or default_split(kw["name"])
-    return load_qa(**{k: v for k, v in kw.items() if v is not None or k == "limit"})
+    kw = {k: spec.get(k) for k in ("split", "path", "limit", "hops")}
+    kw["split"] = kw["split"] or default_split(str(name))
+    return load_named(str(name), **{k: v for k, v in kw.items() if v is not None or k == "limit"})
 
 
 def to_examples(records: Sequence[Any], passages: Sequence[Sequence[Any]], task: str,

@@ -21,6 +21,13 @@ def dataset_config(name: str, conf_dir: Path = CONF_DIR) -> DictConfig:
     return group_config("dataset", name, conf_dir)
 
 
+def has_dataset(name: str, conf_dir: Path = CONF_DIR) -> bool:
+    """Whether conf/dataset/<name>.yaml exists."""
+    from ..configcheck import group_options
+
+    return name in group_options("dataset", conf_dir)
+
+
 def dataset_property(name: str, key: str, conf_dir: Path = CONF_DIR) -> Any:
     """One key of conf/dataset/<name>.yaml (None when the file does not set it), e.g.
     `task` (nq, tqa, hotpotqa, eli5, fever, wow, qa, lm, ...) or `paper_name` (NQ, TQA, ...)."""
