@@ -16,7 +16,7 @@ export TOKENIZERS_PARALLELISM ?= false
 export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
-	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder
+	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc
 
 setup: $(STAMP)
 
@@ -73,6 +73,12 @@ setup-ladder: setup
 reproduce-table1-ladder: setup-ladder
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder
 	$(PY) -m ralm.table1 ralm/table1_ladder
+	$(PY) -m scripts.fig4_ladder
+
+reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder_foldoc
+	$(PY) -m ralm.table1 ralm/table1_ladder_foldoc
+	$(PY) -m scripts.fig4_ladder --corpus foldoc
 
 # Optional second mini corpus: FOLDOC from Debian's dict-foldoc (GFDL; needs apt and root).
 setup-foldoc:

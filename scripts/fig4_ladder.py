@@ -1,0 +1,131 @@
+"""Fig. 4 at mini scale with the Qwen2.5-Coder ladder: perplexity against model size, with and
+without retrieval, and the ladder question of issue 17: does the 0.5B with retrieval reach the
+1.5B without it? Built from the finished Table 1 runs (no model is run here):
+
+    python -m scripts.fig4_ladder                         # wiki-vital: ralm/table1 + ralm/table1_ladder
+    python -m scripts.fig4_ladder --corpus foldoc         # ralm/table1_foldoc + ralm/table1_ladder_foldoc
+
+Writes results/ladder/fig4_<corpus>.md (and .csv). Every number has its 95% bootstrap CI over
+blocks of consecutive windows; "reaches" is a paired test on the same blocks (the two Qwen sizes
+share one tokenizer, so their windows and blocks coincide).
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ragrepro.paths import results_dir
+from ragrepro.report.samples import interval_for, paired_for, run_metrics
+from ragrepro.report.table_stats import fmt_ci, zero_mark
+
+log = logging.getLogger(__name__)
+
+# Parameter counts (millions, including embeddings) as the loaded models report them.
+PARAMS_M = {"smollm2-135m": 135, "gemma3-270m": 268, "qwen2.5-coder-0.5b": 494,
+            "qwen2.5-coder-1.5b": 1544}
+EXPERIMENTS = {"wiki-vital": ("ralm/table1", "ralm/table1_ladder"),
+               "foldoc": ("ralm/table1_foldoc", "ralm/table1_ladder_foldoc")}
+ROWS = ("none", "first", "predictive", "zeroshot", "oracle", "gold")
+SMALL, LARGE = "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    rerank: str
+    dtype: str
+    run_dir: Path
+    metrics: dict[str, Any]
+
+
+def finished_cells(root: Path, experiment: str) -> list[Cell]:
+    """The finished runs of one experiment CSV (latest row per model/rerank)."""
+    path = root / f"{experiment}.csv"
+    if not path.exists():
+        return []
+    latest: dict[tuple[str, str], Cell] = {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for row in csv.DictReader(f):
+            run_dir = root / experiment / row["run_id"]
+            metrics, _ = run_metrics(run_dir)
+            if metrics:
+                latest[(row["model"], row["rerank"])] = Cell(row["model"], row["rerank"],
+                                                             row["dtype"], run_dir, metrics)
+    return list(latest.values())
+
+
+def ppl_cell(cell: Cell | None) -> str:
+    if cell is None:
+        return "not run"
+    ci = interval_for(cell.run_dir, cell.metrics, "ppl_word")
+    value = cell.metrics["ppl_word"]
+    return fmt_ci(value, ci.low if ci else None, ci.high if ci else None)
+
+
+def reach_line(a: Cell | None, b: Cell | None) -> str:
+    """Paired relative difference of A (small + retrieval) against B (large, none)."""
+    if a is None or b is None:
+        return "not run"
+    test, why = paired_for(a.run_dir, a.metrics, b.run_dir, b.metrics, "ppl_word", "rel")
+    if test is None:
+        return why
+    return (f"{a.metrics['ppl_word']:.2f} vs {b.metrics['ppl_word']:.2f}: "
+            f"{test.estimate * 100:+.1f}% [{test.low * 100:+.1f}, {test.high * 100:+.1f}], "
+            f"p={test.p_value:.3g}{zero_mark(test.includes_zero, test.p_value)} -> "
+            f"{verdict(test.estimate, test.includes_zero)}")
+
+
+def verdict(rel_diff: float, includes_zero: bool) -> str:
+    """Small + retrieval against large without: 'reaches' when its perplexity is lower or the
+    paired CI cannot tell them apart."""
+    if rel_diff <= 0:
+        return "reaches (lower perplexity)"
+    return "reaches (not distinguishable)" if includes_zero else "does not reach"
+
+
+def render(corpus: str, cells: list[Cell]) -> str:
+    by = {(c.model, c.rerank): c for c in cells}
+    models = sorted({c.model for c in cells}, key=lambda m: PARAMS_M.get(m, 0))
+    lines = [f"# Fig. 4 at mini scale on {corpus}: perplexity vs model size, with the Qwen ladder",
+             "", ("Word-level perplexity [95% CI, blocks of windows >= 128 tokens; 2,000 "
+                  "resamples, seed 0]. Lower is better. `oracle` and `gold` are upper bounds "
+                  "(oracle: best of the k=4 BM25 documents by the targets' own likelihood; "
+                  "gold: the evaluated text itself, a leak). Built by `python -m "
+                  f"scripts.fig4_ladder{' --corpus ' + corpus if corpus != 'wiki-vital' else ''}`"
+                  " from finished runs."),
+             "", "| Model | Params (M) | dtype | " + " | ".join(ROWS) + " |",
+             "|---|---|---|" + "---|" * len(ROWS)]
+    for m in models:
+        dtypes = sorted({c.dtype for c in cells if c.model == m})
+        lines.append(f"| {m} | {PARAMS_M.get(m, '?')} | {', '.join(dtypes)} | "
+                     + " | ".join(ppl_cell(by.get((m, r))) for r in ROWS) + " |")
+    lines += ["", "## Does the 0.5B with retrieval reach the 1.5B without it?", "",
+              ("Paired relative difference of the 0.5B's perplexity against the 1.5B without "
+               "retrieval, on the same blocks (negative = the 0.5B is better; 'reaches' when "
+               "it is better or the CI includes 0)."), ""]
+    for r in ("first", "predictive", "zeroshot", "oracle", "gold"):
+        label = {"first": "BM25", "oracle": "oracle (upper bound)",
+                 "gold": "gold (upper bound, leak)"}.get(r, f"BM25 + {r}")
+        lines.append(f"- 0.5B + {label}: {reach_line(by.get((SMALL, r)), by.get((LARGE, 'none')))}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--corpus", choices=sorted(EXPERIMENTS), default="wiki-vital")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    root = results_dir()
+    cells = [c for e in EXPERIMENTS[args.corpus] for c in finished_cells(root, e)]
+    out = root / "ladder" / f"fig4_{args.corpus}.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(args.corpus, cells), encoding="utf-8")
+    log.info("wrote %s (%d cells)", out, len(cells))
+
+
+if __name__ == "__main__":
+    main()
