@@ -1,5 +1,5 @@
 """Datasets by name: conf/dataset/<name>.yaml is the whole description of a dataset (its loader
-`_target_` and arguments, and its properties: `task`, `paper_name`, `variant`, `split`).
+`_target_` and arguments, and its properties: `task`, `variant`, `split`).
 
 Code that names a dataset by a string (FilCo's train_data / eval_data, benchmarks, tests)
 reads it here; a run's own dataset is the composed `dataset` node, built by Hydra."""
@@ -30,7 +30,7 @@ def has_dataset(name: str, conf_dir: Path = CONF_DIR) -> bool:
 
 def dataset_property(name: str, key: str, conf_dir: Path = CONF_DIR) -> Any:
     """One key of conf/dataset/<name>.yaml (None when the file does not set it), e.g.
-    `task` (nq, tqa, hotpotqa, eli5, fever, wow, qa, lm, ...) or `paper_name` (NQ, TQA, ...)."""
+    `task` (nq, tqa, hotpotqa, eli5, fever, wow, qa, lm, ...) or `split`."""
     node = dataset_config(name, conf_dir)
     return OmegaConf.select(node, key, default=None) if key in node else None
 

@@ -122,7 +122,7 @@ def hub_qa(*, name: str, task: str, variant: str | None, split: str, limit: int 
            repo: str, config: str | None, converter: str, split_map: Mapping[str, str],
            heldout_dev: Mapping[str, Any] | None, path: str | None = None,
            local_fields: list[str] | None = None, file_help: str = "",
-           hops: int | None = None, paper_name: str | None = None) -> list[QARecord]:
+           hops: int | None = None) -> list[QARecord]:
     """QA records of a hub dataset: rows of `repo`/`config` in the hub's schema, split `split`
     read from `split_map[split]` (dev carved out of train by `heldout_dev`), each row turned
     into a QARecord by `converter` (ragrepro.data.converters). Only the first `limit` rows are
@@ -156,8 +156,8 @@ def join_wikitext_rows(texts: Iterable[str]) -> str:
 
 
 def wikitext(*, name: str, task: str, variant: str, split: str, limit: int | None, repo: str,
-             split_map: Mapping[str, str], path: str | None = None, file_help: str = "",
-             paper_name: str | None = None) -> list[LMDoc]:
+             split_map: Mapping[str, str], path: str | None = None,
+             file_help: str = "") -> list[LMDoc]:
     """WikiText (hub config = `variant`) as one document: the split's rows joined as the
     official eval_lm.py joins them; or a local text dump of the split (`path`)."""
     if variant not in WIKITEXT_VARIANTS:

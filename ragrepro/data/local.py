@@ -1,8 +1,7 @@
 """Loaders for local files (conf/dataset/*.yaml `_target_`s): plain text and Pile-style JSONL
 for perplexity, the QARecord schema as JSON/JSONL, and DPR retriever-results files.
 
-Every loader takes the dataset's common keys (name, task, variant, split, limit; paper_name
-where the dataset has a column in a paper) plus its own; `file_help` (from the YAML) says what
+Every loader takes the dataset's common keys (name, task, variant, split, limit) plus its own; `file_help` (from the YAML) says what
 `path` must point to when it is missing."""
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ def read_text_docs(path: Path, name: str, field: str = "text") -> list[LMDoc]:
 
 
 def text_file(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
-              path: str | None, file_help: str, paper_name: str | None = None) -> list[LMDoc]:
+              path: str | None, file_help: str) -> list[LMDoc]:
     """Documents of a local .txt (one document), .jsonl or .json ({"text": ...} each):
     local_text and the Pile subsets (RealNews, ArXiv, ...), which left the hub."""
     return finish_docs(read_text_docs(need_path(name, path, file_help), name), name, split, limit)
@@ -82,8 +81,7 @@ def read_qa_records(path: Path, split: str) -> list[QARecord]:
 
 
 def qa_file(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
-            path: str | None, file_help: str, hops: int | None = None,
-            paper_name: str | None = None) -> list[QARecord]:
+            path: str | None, file_help: str, hops: int | None = None) -> list[QARecord]:
     """QA records in the QARecord schema from a local JSON/JSONL file (local_qa)."""
     records = read_qa_records(need_path(name, path, file_help), split)
     return finish_qa(records, name, split, limit, hops)
@@ -129,8 +127,7 @@ def read_dpr_file(path: Path, name: str, split: str) -> list[QARecord]:
 
 
 def dpr_file(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
-             path: str | None, file_help: str, hops: int | None = None,
-             paper_name: str | None = None) -> list[QARecord]:
+             path: str | None, file_help: str, hops: int | None = None) -> list[QARecord]:
     """Questions with their retrieved passages from a DPR retriever-results JSON/JSONL."""
     records = read_dpr_file(need_path(name, path, file_help), name, split)
     return finish_qa(records, name, split, limit, hops)

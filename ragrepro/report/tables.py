@@ -374,8 +374,17 @@ def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = N
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="ragrepro table",
-                                     description="Build paper tables from results/*.csv.")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--method" in argv:
+        # the methods' own results tables (conf/report/results/): one builder, one CLI
+        from .results_tables import main as results_main
+
+        argv.remove("--method")
+        return results_main(argv)
+    parser = argparse.ArgumentParser(
+        prog="ragrepro table", description="Build paper tables from results/*.csv; with "
+        "--method, a method's results table (conf/report/results/<name>.yaml: "
+        "ralm/table1 [--experiment E], riches/<table>, filco/<table> [--paper-scale]).")
     parser.add_argument("names", nargs="+", help="table (ralm/table1) or experiment name")
     parser.add_argument("--results", type=Path, default=None, help="results folder")
     args = parser.parse_args(argv)

@@ -2,8 +2,8 @@
 
 A new dataset config written into a temporary config folder is found by the real command line
 (`hydra.searchpath`), runs an experiment, and the rows and samples are its records. The
-properties that used to be tables keyed by dataset name (FilCo's task, the papers' column,
-where a hub split comes from) are read from the YAMLs and equal the old tables."""
+properties that used to be tables keyed by dataset name (FilCo's task, where a hub split comes
+from) are read from the YAMLs and equal the old tables."""
 from __future__ import annotations
 
 import csv
@@ -25,14 +25,11 @@ from ragrepro.paths import CONF_DIR
 REPO_ROOT = CONF_DIR.parent
 
 # The tables keyed by dataset name before issue 15 (filco/data.py DATASET_TASKS,
-# filco/tables.py TASK_COLS, ragrepro/data/loaders.py HUB_QA + KILT_TASKS).
+# ragrepro/data/loaders.py HUB_QA + KILT_TASKS).
 OLD_FILCO_TASKS = {"nq-open": "nq", "nq-open-dpr": "nq", "triviaqa": "tqa", "triviaqa-dpr": "tqa",
                    "hotpotqa": "hotpotqa", "eli5": "eli5", "fever": "fever", "wow": "wow",
                    "vital-qa": "qa", "vital-qa-bridge": "qa", "fanout-grounded": "qa",
                    "local_qa": "qa"}
-OLD_PAPER_COLUMNS = {"nq-open": "NQ", "nq-open-dpr": "NQ", "triviaqa": "TQA",
-                     "triviaqa-dpr": "TQA", "hotpotqa": "HotpotQA", "eli5": "ELI5",
-                     "fever": "FEVER", "wow": "WoW"}
 OLD_HUB_QA = ("nq-open", "triviaqa", "hotpotqa", "musique", "eli5", "fever", "wow")
 OLD_SPLIT_SOURCE = {"test": "validation", "validation": "validation", "train": "train",
                     "all": "all",
@@ -128,13 +125,11 @@ def test_the_command_line_check_sees_the_added_config_folder(tmp_path):
         check_overrides(["dataset=my-trivi", f"hydra.searchpath=[file://{tmp_path / 'conf'}]"])
 
 
-def test_filco_task_and_paper_column_come_from_the_yamls():
+def test_filco_task_comes_from_the_yamls():
     names = group_options("dataset")
     tasks = {n: dataset_property(n, "task") for n in names}
     assert {n: t for n, t in tasks.items() if t in set(OLD_FILCO_TASKS.values())} \
         == OLD_FILCO_TASKS
-    columns = {n: dataset_property(n, "paper_name") for n in names}
-    assert {n: c for n, c in columns.items() if c is not None} == OLD_PAPER_COLUMNS
     assert {n for n, t in tasks.items() if t == "lm"} == {
         "arxiv", "foldoc", "freelaw", "local_text", "realnews", "stackexchange", "wiki-vital",
         "wikitext-103"}

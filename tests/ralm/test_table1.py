@@ -1,4 +1,5 @@
-"""The Table 1 builder: one row per setting, CIs on every perplexity and gain, the headline."""
+"""The Table 1 builder (the core `gain` layout with conf/report/results/ralm/table1.yaml):
+one row per setting, CIs on every perplexity and gain, the headline."""
 import json
 import math
 import os
@@ -6,10 +7,31 @@ import os
 import pytest
 
 from ragrepro.errors import DataError
+from ragrepro.report import gain_render, gain_rows, results_tables
+from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.samples import StatsSettings
-from ralm import table1
 
 ST = StatsSettings(resamples=500, seed=0, block_tokens=32)
+SPEC = load_result_spec("ralm/table1")
+
+
+EXP = "ralm/table1"
+
+
+def runs_of(root):
+    return gain_rows.finished_runs(root, EXP)
+
+
+def rows_of(runs, st=ST):
+    return gain_rows.rows_of(runs, SPEC, st)
+
+
+def markdown(rows, st=ST):
+    return gain_render.to_markdown(rows, SPEC, EXP, st)
+
+
+def headline_of(root):
+    return gain_render.headline(gain_render.cells_of(rows_of(runs_of(root)), SPEC), SPEC)
 
 
 def write_run(root, run_id, model, rerank, ppl, mtime, stride=16, nlls=None, config=None):
@@ -32,7 +54,7 @@ def write_run(root, run_id, model, rerank, ppl, mtime, stride=16, nlls=None, con
 
 
 def rows(tmp_path):
-    return table1.rows_of(table1.finished_runs(tmp_path, "ralm/table1"), ST)
+    return rows_of(runs_of(tmp_path))
 
 
 def test_table_gains_and_headline(tmp_path):
@@ -40,7 +62,7 @@ def test_table_gains_and_headline(tmp_path):
     write_run(tmp_path, "b", "smollm2-135m", "first", 32.0, 2)
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
     write_run(tmp_path, "d", "gemma3-270m", "first", 25.0, 1)
-    csv_path, md_path = table1.build("ralm/table1", tmp_path, ST)
+    csv_path, md_path = results_tables.build(EXP, tmp_path, st=ST)
     by = {(r["model"], r["rerank"]): r for r in rows(tmp_path)}
     assert by[("smollm2-135m", "first")]["ppl_word"] == pytest.approx(32.0)
     assert by[("smollm2-135m", "first")]["gain_vs_no_retrieval_pct"] == pytest.approx(20.0)
@@ -61,14 +83,14 @@ def test_uniform_gain_on_every_block_is_distinguishable_with_a_tight_ci(tmp_path
               nlls=[x * 0.9 for x in [30, 50, 20, 40, 35, 45, 25, 55]])
     # one block per window (8 blocks): the exact permutation p can reach 2 / 2**8
     st = StatsSettings(resamples=500, seed=0, block_tokens=16)
-    runs = table1.finished_runs(tmp_path, "ralm/table1")
-    r = {x["rerank"]: x for x in table1.rows_of(runs, st)}["first"]
+    runs = runs_of(tmp_path)
+    r = {x["rerank"]: x for x in rows_of(runs, st)}["first"]
     gain = 100 * (1 - math.exp(-0.1 * 300 / 100))
     assert r["gain_vs_no_retrieval_pct"] == pytest.approx(gain, abs=0.05)
     assert r["gain_ci_low"] > 0 and r["gain_includes_zero"] is False
     assert r["n_blocks"] == 8 and r["ppl_word_ci_low"] < r["ppl_word"] < r["ppl_word_ci_high"]
     assert r["gain_p"] == pytest.approx(2 / 256, abs=1e-4)
-    md = table1.to_markdown(table1.rows_of(runs, st), runs, "ralm/table1", st)
+    md = markdown(rows_of(runs, st), st)
     assert "Gains distinguishable from zero (95% CI excludes 0): 1 of 1" in md
     assert "**yes**" in md and "500 resamples, seed 0" in md
 
@@ -81,8 +103,7 @@ def test_mixed_gain_includes_zero_and_is_marked(tmp_path):
               nlls=[x + (-3 if i % 4 < 2 else 3) for i, x in enumerate(base)])
     r = {x["rerank"]: x for x in rows(tmp_path)}["first"]
     assert r["gain_includes_zero"] is True and r["gain_ci_low"] < 0 < r["gain_ci_high"]
-    md = table1.to_markdown(rows(tmp_path), table1.finished_runs(tmp_path, "ralm/table1"),
-                            "ralm/table1", ST)
+    md = markdown(rows(tmp_path))
     assert "no (CI includes 0)" in md and "0 of 1" in md
 
 
@@ -96,7 +117,7 @@ def test_runs_differing_in_a_setting_are_separate_rows_with_their_own_baseline(t
     by = {r["run_id"]: r for r in out}
     assert by["b16"]["baseline_run_id"] == "a16" and by["b32"]["baseline_run_id"] == "a32"
     assert by["b32"]["gain_vs_no_retrieval_pct"] == pytest.approx(10.0)
-    md = table1.to_markdown(out, table1.finished_runs(tmp_path, "ralm/table1"), "ralm/table1", ST)
+    md = markdown(out)
     assert "differ in: stride (shown as columns)" in md
     assert "| Model | Retrieval | Reranking | stride |" in md
     assert "Headline" in md and "Not computed" in md
@@ -113,8 +134,7 @@ def test_headline_yes_when_small_plus_retrieval_beats_large(tmp_path):
     write_run(tmp_path, "a", "smollm2-135m", "none", 40.0, 1)
     write_run(tmp_path, "b", "smollm2-135m", "zeroshot", 30.0, 1)
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
-    cells = table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1"))
-    text = table1.headline(cells)
+    text = headline_of(tmp_path)
     assert "? Yes**" in text and "30.00 -> reaches" in text
 
 
@@ -122,7 +142,7 @@ def test_headline_refuses_when_the_smaller_model_is_already_better(tmp_path):
     write_run(tmp_path, "a", "smollm2-135m", "none", 30.0, 1)
     write_run(tmp_path, "b", "smollm2-135m", "first", 29.0, 1)
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
-    text = table1.headline(table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1")))
+    text = headline_of(tmp_path)
     assert "Not a meaningful question here" in text and "30.00" in text
 
 
@@ -133,21 +153,20 @@ def test_the_code_version_of_the_rows_is_stated(tmp_path):
         p = tmp_path / "ralm" / "table1" / run_id / "metrics.json"
         data = json.loads(p.read_text())
         p.write_text(json.dumps({**data, "metadata": {"code_version": code}}))
-    runs = table1.finished_runs(tmp_path, "ralm/table1")
-    md = table1.to_markdown(table1.rows_of(runs, ST), runs, "ralm/table1", ST)
+    md = markdown(rows(tmp_path))
     assert "Code versions differ between rows: abc123, def456+dirty" in md
-    assert {r["code_version"] for r in table1.rows_of(runs, ST)} == {"abc123", "def456+dirty"}
+    assert {r["code_version"] for r in rows(tmp_path)} == {"abc123", "def456+dirty"}
 
 
 def test_a_ci_excluding_zero_with_a_large_permutation_p_is_borderline():
     row = {"model": "m", "retrieval": "bm25", "reranking": "-", "rerank": "first",
            "gain_vs_no_retrieval_pct": 3.0, "gain_ci_low": 0.5, "gain_ci_high": 6.0,
            "gain_p": 0.0625, "gain_includes_zero": False, "gain_note": ""}
-    assert table1._gain_cells(row)[2] == "borderline (CI excludes 0, p >= 0.05)"
-    text = table1.verdict([row])
+    assert gain_render.gain_cells(row)[2] == "borderline (CI excludes 0, p >= 0.05)"
+    text = gain_render.verdict([row])
     assert "1 of 1**: m bm25 +3.0% (retrieval helps)." in text
     assert "Of these, 1 have a permutation p >= 0.05" in text
-    assert table1._gain_cells({**row, "gain_p": 0.01})[2] == "**yes**"
+    assert gain_render.gain_cells({**row, "gain_p": 0.01})[2] == "**yes**"
 
 
 def test_upper_bounds_are_shown_but_never_answer_the_headline(tmp_path):
@@ -156,12 +175,10 @@ def test_upper_bounds_are_shown_but_never_answer_the_headline(tmp_path):
     write_run(tmp_path, "o", "smollm2-135m", "oracle", 30.0, 1)
     write_run(tmp_path, "g", "smollm2-135m", "gold", 20.0, 1)
     write_run(tmp_path, "c", "gemma3-270m", "none", 31.0, 1)
-    cells = table1.pick_cells(table1.finished_runs(tmp_path, "ralm/table1"))
-    text = table1.headline(cells)
+    text = headline_of(tmp_path)
     assert "? No**" in text and "30.00" not in text and "20.00" not in text
-    runs = table1.finished_runs(tmp_path, "ralm/table1")
-    rows = [(r["rerank"], r["retrieval"], r["gain_vs_no_retrieval_pct"])
-            for r in table1.rows_of(runs, ST) if r["model"] == "smollm2-135m"]
+    got = [(r["rerank"], r["retrieval"], r["gain_vs_no_retrieval_pct"])
+           for r in rows(tmp_path) if r["model"] == "smollm2-135m"]
     # gains: (40 - 30) / 40 = 25%, (40 - 20) / 40 = 50%; gold has no retriever
-    assert rows == [("none", "-", None), ("first", "bm25", -2.5), ("oracle", "bm25", 25.0),
+    assert got == [("none", "-", None), ("first", "bm25", -2.5), ("oracle", "bm25", 25.0),
                     ("gold", "own article", 50.0)]

@@ -1,0 +1,111 @@
+"""One builder for every method's results table: the tables it writes are byte-identical to
+the ones the per-method builders wrote (tests/report/golden/, written by the old builders
+from the runs of tests/report/table_fixtures.py), and the committed ladder table is
+regenerated from its committed summary CSV."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ragrepro.paths import REPO_ROOT
+from ragrepro.report import results_tables
+from ragrepro.report.result_specs import load_result_spec
+from tests.report import table_fixtures as fx
+
+GOLDEN = Path(__file__).parent / "golden"
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    r = tmp_path_factory.mktemp("results")
+    fx.ralm_runs(r)
+    fx.ralm_stride_runs(r)
+    fx.riches_runs(r)
+    fx.filco_runs(r)
+    return r
+
+
+def _same(path: Path, golden: str, root: Path) -> None:
+    assert path.read_text(encoding="utf-8").replace(str(root), "<root>") == (
+        GOLDEN / golden).read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("experiment", ["ralm/table1", "ralm/table1_strides"])
+def test_ralm_table1_is_byte_identical(root: Path, experiment: str) -> None:
+    csv_path, md = results_tables.build("ralm/table1", root, experiment=experiment)
+    stem = experiment.replace("/", "_")
+    _same(md, f"{stem}.md", root)
+    _same(csv_path, f"{stem}_summary.csv", root)
+
+
+def test_ralm_table1_renders_from_its_summary_csv_alone(root: Path) -> None:
+    spec = load_result_spec("ralm/table1")
+    text = results_tables.render_gain_summary(spec, "ralm/table1",
+                                              GOLDEN / "ralm_table1_summary.csv")
+    assert text == (GOLDEN / "ralm_table1.md").read_text(encoding="utf-8")
+
+
+def test_committed_ladder_table_is_regenerated_from_its_committed_csv() -> None:
+    ladder = REPO_ROOT / "results" / "ladder"
+    text = results_tables.render_gain_summary(load_result_spec("ralm/table1"),
+                                              "ralm/table1_ladder",
+                                              ladder / "table1_ladder_summary.csv")
+    assert text == (ladder / "table1_ladder.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("table", ["riches/main", "riches/keys"])
+def test_riches_tables_are_byte_identical(root: Path, table: str) -> None:
+    md, csv_path = results_tables.build(table, root)
+    stem = table.replace("/", "_")
+    _same(md, f"{stem}_table.md", root)
+    _same(csv_path, f"{stem}_table.csv", root)
+
+
+@pytest.mark.parametrize("table", ["fig4", "table5", "table3", "fig6", "table4", "table2"])
+def test_filco_tables_are_byte_identical(root: Path, table: str) -> None:
+    md, csv_path = results_tables.build(f"filco/{table}", root)
+    _same(md, f"filco_{table}_table.md", root)
+    _same(csv_path, f"filco_{table}_table.csv", root)
+
+
+def test_ragrepro_table_method_builds_a_results_table(root: Path) -> None:
+    from ragrepro.report.tables import main
+
+    (root / "riches" / "keys_table.md").unlink(missing_ok=True)
+    main(["--method", "riches/keys", "--results", str(root)])
+    _same(root / "riches" / "keys_table.md", "riches_keys_table.md", root)
+
+
+def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
+    """A new table needs only its YAML: a RICHES-style table over another `by` column, from
+    a spec folder of its own; an unknown field is refused."""
+    from ragrepro.errors import ConfigError
+    from ragrepro.report import run_rows
+    from ragrepro.report.result_specs import load_result_spec
+
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "_defaults.yaml").write_text(
+        "layout: runs\ntitle: 'Demo {table}'\nmetrics: [f1_squad, n]\nci_metrics: [f1_squad]\n"
+        "context: [model, dataset, limit]\n")
+    (tmp_path / "demo" / "temps.yaml").write_text("by: [temperature]\n")
+    spec = load_result_spec("demo/temps", tmp_path)
+    rows = [{"temperature": t, "f1_squad": f, "n": "2", "model": "m", "dataset": "d"}
+            for t, f in (("1.0", "0.25"), ("0.5", "0.5"))]
+    header, body = run_rows.table_rows(rows, spec)
+    assert header == ["temperature", "f1_squad", "n", "model", "dataset", "limit"]
+    assert body == [["0.500", "0.500 (no CI)", "2", "m", "d", ""],
+                    ["1", "0.250 (no CI)", "2", "m", "d", ""]]
+    (tmp_path / "demo" / "bad.yaml").write_text("by: [x]\nsort: [x]\n")
+    with pytest.raises(ConfigError, match=r"unknown field\(s\) \['sort'\]"):
+        load_result_spec("demo/bad", tmp_path)
+
+
+def test_every_results_spec_loads() -> None:
+    from ragrepro.report.result_specs import result_spec_names
+
+    names = result_spec_names()
+    assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
+            "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
+            "filco/fig6"} == set(names)
+    assert all(load_result_spec(n)["layout"] in ("gain", "runs", "pivot") for n in names)
