@@ -12,6 +12,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.errors import DataError
 from ragrepro.paths import CONF_DIR
 from ragrepro.retrieval.corpus import content_fingerprint
 
@@ -44,7 +45,7 @@ def outcome(name: str, overrides: dict, root: Path) -> dict | str:
         out["file"] = str(source.get("path")).replace(str(root), "<root>") if source else None
         try:
             out["content"] = [len(corpus.passages), content_fingerprint(corpus.passages)]
-        except Exception as e:  # a file-backed corpus without its file fails only when read
+        except DataError as e:  # a file-backed corpus without its file fails only when read
             out["content"] = f"error: {type(e).__name__}"
         if "mtime" not in source:  # a real file's key holds its mtime: not comparable here
             out["fingerprint"] = corpus.fingerprint()
