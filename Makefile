@@ -16,7 +16,8 @@ export TOKENIZERS_PARALLELISM ?= false
 export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
-	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc
+	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
+	judge-eval
 
 setup: $(STAMP)
 
@@ -79,6 +80,13 @@ reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder_foldoc
 	$(PY) -m ralm.table1 ralm/table1_ladder_foldoc
 	$(PY) -m scripts.fig4_ladder --corpus foldoc
+
+# Every offline attribution judge on the hand-checked set (ragrepro/data/embedded/
+# attribution_judge.jsonl) -> results/judge/judge_eval.csv + .md; resumes per item. About 25 min
+# on one CPU thread (docs/autoais.md); Qwen-1.5B in bfloat16 (3-4x faster than float32 on CPU).
+judge-eval: setup-ladder
+	OMP_NUM_THREADS=1 $(PY) -m scripts.judge_eval --models smollm2-135m gemma3-270m \
+	  qwen2.5-coder-0.5b qwen2.5-coder-1.5b:bfloat16
 
 # Optional second mini corpus: FOLDOC from Debian's dict-foldoc (GFDL; needs apt and root).
 setup-foldoc:

@@ -54,7 +54,7 @@ def wiki_vital_keys(n_tokens: int, seed: int = 0, tokenizer: Any = None) -> list
     shuffled order) until n_tokens: same vocabulary statistics, spans grow with the copies."""
     from ragrepro.data.vital import corpus_passages
     from riches.constraint import key_token_ids
-    from riches.pipeline import cached_keys
+    from riches.key_index import cached_keys
 
     if tokenizer is None:
         from transformers import AutoTokenizer

@@ -1,61 +1,57 @@
-"""Loading FilCo examples: QA records of a dataset named by its config (conf/dataset/<name>.yaml,
-read through `ragrepro.data.catalog`), top-k passages from the record itself (DPR files,
-HotpotQA distractors) or from the configured retriever. The FilCo task of a dataset is the
-`task` key of its YAML."""
+"""FilCo's question sets and examples: QA records from a composed dataset config node (its
+`_target_`, conf/dataset/<name>.yaml), top-k passages from the record itself (DPR files,
+HotpotQA distractors) or from the configured retriever. A dataset's FilCo task is the `task`
+key of its YAML (the pipeline configs interpolate `${dataset.task}`)."""
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from ragrepro.data.catalog import dataset_property, has_dataset, load_named
+from ragrepro.data.records import QARecord
 from ragrepro.errors import ConfigError
+from ragrepro.retrieval.base import Retriever
 
 from .silver import Example
-from .tasks import TASKS
 
 log = logging.getLogger(__name__)
 
+@dataclass(frozen=True)
+class QASet:
+    """Question records and the dataset facts a row names them by (from the dataset node)."""
 
-def task_for(dataset: str, task: str = "auto") -> str:
-    """`filco.task`, or with `auto` the `task` of conf/dataset/<dataset>.yaml."""
-    if task != "auto":
-        return task
-    found = has_dataset(dataset) and dataset_property(dataset, "task")
-    if found not in TASKS:
-        raise ConfigError(f"No FilCo task known for dataset {dataset!r}: set filco.task to one "
-                          f"of nq, tqa, hotpotqa, eli5, fever, wow, qa.")
-    return str(found)
+    records: tuple[QARecord, ...]
+    name: str
+    variant: str | None
+    split: str
+    limit: int | None
+    path: str | None
+    hops: int | None
 
-
-def default_split(name: str) -> str:
-    """The split named in conf/dataset/<name>.yaml (fanout-grounded: dev; most: test)."""
-    return str((has_dataset(name) and dataset_property(name, "split")) or "test")
-
-
-def dataset_variant(name: str) -> str | None:
-    """The `variant` of conf/dataset/<name>.yaml (vital-qa: the embedded file's version)."""
-    v = dataset_property(name, "variant") if has_dataset(name) else None
-    return None if v is None else str(v)
+    def row(self) -> dict[str, Any]:
+        """The row columns that name this set (they replace the runner's `dataset` columns)."""
+        return {"dataset": self.name, "dataset_variant": self.variant, "split": self.split,
+                "limit": self.limit, "dataset_path": self.path, "dataset_hops": self.hops}
 
 
-def data_settings(spec: Mapping[str, Any]) -> dict[str, Any]:
-    """The row columns that name an evaluation set: FilCo reads its data from filco.eval_data,
-    not from the `dataset` config group, so these replace the root defaults."""
-    name = str(spec["name"])
-    return {"dataset": name, "dataset_variant": dataset_variant(name),
-            "split": spec.get("split") or default_split(name), "limit": spec.get("limit"),
-            "dataset_path": spec.get("path"), "dataset_hops": spec.get("hops")}
+def load_split(dataset: Mapping[str, Any], **overrides: Any) -> QASet:
+    """The records of a composed dataset config node (conf/dataset/<name>.yaml), with
+    `overrides` (e.g. split=train, limit=32) replacing its arguments. Hydra hands the node over
+    unbuilt (`_recursive_: false`) so that the overrides apply before it loads."""
+    from hydra.utils import instantiate
+    from omegaconf import DictConfig, OmegaConf
 
-
-def load_records(spec: Mapping[str, Any]) -> list:
-    """The records of conf/dataset/<spec.name>.yaml with the spec's split, path, limit, hops."""
-    name = spec.get("name")
-    if not name:
-        raise ConfigError("A FilCo data spec needs a `name` (e.g. vital-qa).")
-    kw = {k: spec.get(k) for k in ("split", "path", "limit", "hops")}
-    kw["split"] = kw["split"] or default_split(str(name))
-    return load_named(str(name), **{k: v for k, v in kw.items() if v is not None or k == "limit"})
+    node = OmegaConf.to_container(dataset, resolve=True) if isinstance(dataset, DictConfig) \
+        else dict(dataset)
+    node = {**node, **overrides}  # type: ignore[dict-item]
+    if not node.get("name"):
+        raise ConfigError("A FilCo question set needs a dataset node with a `name` (e.g. "
+                          "dataset=vital-qa).")
+    records = tuple(instantiate(node, _convert_="all"))
+    # dataset facts: keys of the dataset's own YAML, absent for some datasets
+    return QASet(records, str(node["name"]), node.get("variant"), str(node["split"]),
+                 node.get("limit"), node.get("path"), node.get("hops"))
 
 
 def to_examples(records: Sequence[Any], passages: Sequence[Sequence[Any]], task: str,
@@ -70,7 +66,8 @@ def to_examples(records: Sequence[Any], passages: Sequence[Sequence[Any]], task:
     return out
 
 
-def retrieve(records: Sequence[Any], retriever: Any, k: int, mode: str = "auto") -> list[list[Any]]:
+def retrieve(records: Sequence[Any], retriever: Retriever | None, k: int,
+             mode: str = "auto") -> list[list[Any]]:
     """Ranked passages per record. mode: auto (the record's own passages when it has k of
     them, else the retriever), record, retriever."""
     if mode not in ("auto", "record", "retriever"):
@@ -85,7 +82,6 @@ def retrieve(records: Sequence[Any], retriever: Any, k: int, mode: str = "auto")
     return retriever.search([r.question for r in records], k)
 
 
-def load_examples(spec: Mapping[str, Any], retriever: Any, k: int, task: str,
+def load_examples(qa: QASet, retriever: Retriever | None, k: int, task: str,
                   mode: str = "auto") -> list[Example]:
-    records = load_records(spec)
-    return to_examples(records, retrieve(records, retriever, k, mode), task, k)
+    return to_examples(qa.records, retrieve(qa.records, retriever, k, mode), task, k)

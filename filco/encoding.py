@@ -3,12 +3,15 @@ training, scoring and generation time."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 SEP = "\n"  # causal models: the prompt ends with a newline, the target follows
 
 
-def causal_prompt_ids(lm: Any, prompt: str, max_len: int | None = None) -> list[int]:
+def causal_prompt_ids(lm: LM, prompt: str, max_len: int | None = None) -> list[int]:
     """Prompt tokens for a causal LM (model BOS policy applied). When too long, the prompt is
     cut at the end (where the retrieved context is) and the separator kept, so the model still
     sees where its output starts."""
@@ -19,38 +22,38 @@ def causal_prompt_ids(lm: Any, prompt: str, max_len: int | None = None) -> list[
     return ids
 
 
-def causal_target_ids(lm: Any, target: str) -> list[int]:
+def causal_target_ids(lm: LM, target: str) -> list[int]:
     """Target tokens followed by EOS (so a fine-tuned model learns to stop)."""
     ids = lm.encode(target, add_bos=False)
     return ids + ([lm.eos_id] if lm.eos_id is not None else [])
 
 
-def seq2seq_source_ids(lm: Any, prompt: str, max_len: int | None = None) -> list[int]:
+def seq2seq_source_ids(lm: LM, prompt: str, max_len: int | None = None) -> list[int]:
     ids = lm.tokenizer(prompt, add_special_tokens=True)["input_ids"]
     if max_len is not None and len(ids) > max_len:
         ids = ids[:max_len - 1] + [ids[-1]]  # keep </s>
     return ids
 
 
-def seq2seq_target_ids(lm: Any, target: str, max_len: int | None = None) -> list[int]:
+def seq2seq_target_ids(lm: LM, target: str, max_len: int | None = None) -> list[int]:
     ids = lm.tokenizer(target, add_special_tokens=True)["input_ids"]  # ends with </s>
     if max_len is not None and len(ids) > max_len:
         ids = ids[:max_len - 1] + [ids[-1]]
     return ids
 
 
-def prompt_ids(lm: Any, prompt: str, max_len: int | None = None) -> list[int]:
+def prompt_ids(lm: LM, prompt: str, max_len: int | None = None) -> list[int]:
     if lm.kind == "causal":
         return causal_prompt_ids(lm, prompt, max_len)
     return seq2seq_source_ids(lm, prompt, max_len)
 
 
-def target_ids(lm: Any, target: str, max_len: int | None = None) -> list[int]:
+def target_ids(lm: LM, target: str, max_len: int | None = None) -> list[int]:
     if lm.kind == "causal":
         ids = causal_target_ids(lm, target)
         return ids[:max_len] if max_len else ids
     return seq2seq_target_ids(lm, target, max_len)
 
 
-def count_tokens(lm: Any, texts: Sequence[str]) -> list[int]:
+def count_tokens(lm: LM, texts: Sequence[str]) -> list[int]:
     return [len(lm.tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]

@@ -3,29 +3,30 @@ per-measure comparison (Table 4), context statistics (Table 3, Fig. 6) and retri
 statistics (Table 2). One run = one setting on one evaluation set = one CSV row."""
 from __future__ import annotations
 
-import json
 import logging
-import os
-from collections.abc import Sequence
-from dataclasses import dataclass
-from functools import partial
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, partial
+from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
+from ragrepro.cache import cache_path, cached_json
+from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
-from ragrepro.paths import cache_dir
+from ragrepro.models.lm import LM
 from ragrepro.pipeline import Result
+from ragrepro.retrieval.base import Retriever
 from ragrepro.tracking import Run
 
 from . import prompts
 from .cxmi import CxmiScorer
-from .data import data_settings, dataset_variant, default_split, load_examples, task_for
+from .data import QASet, load_examples
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
 from .official import official_prediction
+from .settings import SETTINGS, FilcoSettings
 from .silver import (
     Example,
     Silver,
@@ -38,92 +39,68 @@ from .silver import (
 )
 from .split import split_sentences
 from .tasks import Task, get_task
-from .train import TrainConfig, trained_lm
+from .train import trained_lm
 
 log = logging.getLogger(__name__)
-SETTINGS = ("full", "psg", "filco", "silver")
 # the `method` column of each setting: the baselines are named apart from FilCo itself
 METHODS = {"full": "filco-full", "psg": "filco-psg", "filco": "filco", "silver": "filco-silver"}
 
 
 # -- settings ------------------------------------------------------------------------------
-def measure_spec(fc: DictConfig, task: Task) -> MeasureSpec:
+def measure_spec(fc: FilcoSettings, task: Task) -> MeasureSpec:
     name = task.measure if fc.measure == "auto" else fc.measure
-    raw = fc.get("measure_overrides")
-    overrides = OmegaConf.to_container(raw, resolve=True) if raw is not None else {}
-    return MeasureSpec.from_mode(name, fc.measure_mode, **overrides)  # type: ignore[arg-type]
+    return MeasureSpec.from_mode(name, fc.measure_mode, **fc.measure_overrides)
 
 
-def train_config(fc: DictConfig, role: str, seed: int) -> TrainConfig:
-    merged = OmegaConf.merge(fc.train.common, fc.train.get(role) or {})
-    d = OmegaConf.to_container(merged, resolve=True)
-    return TrainConfig(seed=seed, **d)  # type: ignore[arg-type]
+def task_of(fc: FilcoSettings, dataset_task: str) -> Task:
+    """filco.task, or (auto) the evaluation dataset's `task` (its conf/dataset YAML)."""
+    return get_task(dataset_task if fc.task == "auto" else fc.task)
 
 
 @dataclass
 class Ctx:
     """Everything a run needs, built once."""
 
-    cfg: DictConfig
-    fc: DictConfig
+    fc: FilcoSettings
     task: Task
     spec: MeasureSpec
-    k: int
-    lm: Any
-    split: Any
+    lm: LM
+    split: Callable[[str], list[str]]
+    seed: int
+    # the CXMI scoring model, built only for measure=cxmi; empty = the generator's base model
+    cxmi_scorer: Deferred = field(default_factory=Deferred)
+
+    @property
+    def k(self) -> int:
+        return self.fc.k
 
     @property
     def ctx_answer_prefix(self) -> str:
         """get_inputs.py --answer_prefix of the M_ctx data (FEVER's label sentence)."""
-        return str(self.fc.get("ctx_answer_prefix") or "answer")
+        return self.fc.ctx_answer_prefix
 
-    def cache_file(self, kind: str, key_obj: Any) -> Any:
-        path = cache_dir() / "filco" / kind / f"{hash_obj(key_obj, 20)}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return path
+    @cached_property
+    def scorer_lm(self) -> LM:
+        """CXMI's scoring model, built once: the `cxmi_scorer` component, else the base LM."""
+        return self.cxmi_scorer.build() if self.cxmi_scorer else self.lm
 
-
-def _cached_json(path, compute):
-    if path.exists():
-        return json.loads(path.read_text())
-    value = compute()
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(value))
-    os.replace(tmp, path)
-    return value
+    def cache_file(self, kind: str, key_obj: Any) -> Path:
+        return cache_path("filco", kind, f"{hash_obj(key_obj, 20)}.json")
 
 
 def examples_key(exs: Sequence[Example]) -> str:
     return hash_obj([[e.qid, e.question, list(e.answers), list(e.passages), e.task] for e in exs], 32)
 
 
-def build_ctx(cfg: DictConfig, load_model: bool = True) -> Ctx:
-    from hydra.utils import instantiate
-
-    fc = cfg.filco
-    task = get_task(task_for(fc.eval_data.name, fc.task))
-    lm = instantiate(cfg.model) if load_model else None
-    return Ctx(cfg, fc, task, measure_spec(fc, task), int(fc.k), lm,
-               partial(split_sentences, splitter=fc.splitter))
-
-
-def load_data(c: Ctx, which: str) -> list[Example]:
-    from ragrepro.retrieval import retriever_from_config
-
-    spec = OmegaConf.to_container(c.fc[which], resolve=True)
-    needs = c.fc.passages != "record"
-    retriever = retriever_from_config(c.cfg) if needs else None
-    return load_examples(spec, retriever, c.k, c.task.name, c.fc.passages)
+def passage_retriever(fc: FilcoSettings, corpus: Deferred, retriever: Deferred) -> Retriever | None:
+    """The retriever over the corpus, unless the passages come from the records only."""
+    return retriever.build(corpus=corpus.build()) if fc.passages != "record" else None
 
 
 # -- silver contexts -----------------------------------------------------------------------
 def cxmi_scorer(c: Ctx) -> CxmiScorer:
-    from hydra.utils import instantiate
-
-    scorer_cfg = c.fc.cxmi.get("scorer_model")
-    lm = c.lm if scorer_cfg is None else instantiate(scorer_cfg)
-    return CxmiScorer(lm, c.task, prompt=c.fc.cxmi.prompt, batch_size=int(c.fc.cxmi.batch_size),
-                      max_input_tokens=int(c.fc.max_input_tokens))
+    return CxmiScorer(c.scorer_lm, c.task, prompt=c.fc.cxmi.prompt, batch_size=c.fc.cxmi.batch_size,
+                      max_input_tokens=c.fc.max_input_tokens)
 
 
 def silvers(c: Ctx, exs: Sequence[Example]) -> list[Silver]:
@@ -131,7 +108,7 @@ def silvers(c: Ctx, exs: Sequence[Example]) -> list[Silver]:
     key = {"examples": examples_key(exs), "spec": c.spec.as_dict(), "splitter": c.fc.splitter,
            "scorer": None if scorer is None else [scorer.lm.name, scorer.lm.revision,
                                                    scorer.prompt, scorer.max_input_tokens]}
-    rows = _cached_json(c.cache_file("silver", key), lambda: [
+    rows = cached_json(c.cache_file("silver", key), lambda: [
         s.__dict__ for s in silver_contexts(exs, c.spec, c.split, scorer)])
     return [Silver(**r) for r in rows]
 
@@ -162,7 +139,7 @@ def train_contexts(c: Ctx, setting: str, exs: Sequence[Example], sil: Sequence[S
 def generator(c: Ctx, setting: str, exs: Sequence[Example], sil: Sequence[Silver]):
     role = "gen-full" if setting == "full" else "gen-psg" if setting == "psg" else "gen-silver"
     pairs = gen_pairs(c, exs, train_contexts(c, setting, exs, sil))
-    return trained_lm(c.lm, pairs, train_config(c.fc, "gen", int(c.cfg.seed)), role)
+    return trained_lm(c.lm, pairs, c.fc.train.config("gen", c.seed), role)
 
 
 def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
@@ -172,34 +149,34 @@ def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
             continue
         pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix),
                       ctx_train_target(s, c.fc.fallback.ctx_target, e.passages)))
-    return trained_lm(c.lm, pairs, train_config(c.fc, "ctx", int(c.cfg.seed)), "ctx")
+    return trained_lm(c.lm, pairs, c.fc.train.config("ctx", c.seed), "ctx")
 
 
 def psg_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
     pairs = [(prompts.psg_prompt(c.task, e.question, p), prompts.PSG_YES if keep else prompts.PSG_NO)
              for e, s in zip(exs, sil)
              for p, keep in zip(e.passages, psg_labels(s, len(e.passages)))]
-    return trained_lm(c.lm, pairs, train_config(c.fc, "psg", int(c.cfg.seed)), "psg")
+    return trained_lm(c.lm, pairs, c.fc.train.config("psg", c.seed), "psg")
 
 
-def generate_texts(c: Ctx, lm: Any, sources: Sequence[str], max_new: int, what: str) -> list[str]:
+def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: str) -> list[str]:
     from tqdm import tqdm
 
     from .encoding import prompt_ids
 
     key = {"model": [lm.name, lm.revision], "sources": hash_obj(list(sources), 32),
-           "max_new": max_new, "max_in": int(c.fc.max_input_tokens)}
+           "max_new": max_new, "max_in": c.fc.max_input_tokens}
 
     def compute() -> list[str]:
         out: list[str] = []
-        bs = int(c.fc.gen_batch_size)
+        bs = c.fc.gen_batch_size
         for b in tqdm(range(0, len(sources), bs), desc=what, leave=False):
-            ids = [prompt_ids(lm, s, int(c.fc.max_input_tokens)) for s in sources[b:b + bs]]
+            ids = [prompt_ids(lm, s, c.fc.max_input_tokens) for s in sources[b:b + bs]]
             gen = lm.generate(ids, max_new_tokens=max_new, batch_size=bs)
             out += [lm.decode(g, skip_special_tokens=True).strip() for g in gen]
         return out
 
-    return _cached_json(c.cache_file("generations", key), compute)
+    return cached_json(c.cache_file("generations", key), compute)
 
 
 # -- test-time contexts --------------------------------------------------------------------
@@ -227,35 +204,33 @@ def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[
         model, info = ctx_filter(c, train, sil_train)
         sources = [prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix)
                    for e in test]
-        preds = generate_texts(c, model, sources, int(c.fc.ctx_max_new_tokens), "M_ctx")
+        preds = generate_texts(c, model, sources, c.fc.ctx_max_new_tokens, "M_ctx")
         return [eval_context(p, e.passages, rule) for p, e in zip(preds, test)], info
     raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
 
 
 # -- the pipelines -------------------------------------------------------------------------
-def _settings(c: Ctx, setting: str, n_train: int, n_test: int) -> dict[str, Any]:
-    fc = c.fc
-    eval_spec = OmegaConf.to_container(fc.eval_data, resolve=True)
-    return {**data_settings(eval_spec), "method": METHODS[setting],  # type: ignore[arg-type]
-            "setting": setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
+def _settings(c: Ctx, train: QASet, test: QASet, n_train: int, n_test: int,
+              retriever: str | None, scorer: str | None) -> dict[str, Any]:
+    fc, common = c.fc, c.fc.train.common
+    return {**test.row(), "method": METHODS[fc.setting],
+            "setting": fc.setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
             "generator": c.lm.name,
             "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
             "measure": c.spec.name, "measure_mode": c.spec.mode,
             "measure_threshold": c.spec.threshold, "splitter": fc.splitter,
-            "eval_dataset": fc.eval_data.name,
-            "eval_split": fc.eval_data.split or default_split(fc.eval_data.name),
-            "eval_limit": fc.eval_data.get("limit"), "train_dataset": fc.train_data.name,
-            "train_dataset_variant": dataset_variant(fc.train_data.name),
-            "train_split": fc.train_data.split, "train_limit": fc.train_data.get("limit"),
+            "eval_dataset": test.name, "eval_split": test.split, "eval_limit": test.limit,
+            "train_dataset": train.name, "train_dataset_variant": train.variant,
+            "train_split": train.split, "train_limit": train.limit,
             "n_train": n_train, "n_eval": n_test, "gen_format": fc.gen_format,
             "ctx_answer_prefix": c.ctx_answer_prefix, "cxmi_output": c.spec.cxmi_output,
             "test_context": fc.test_context, "fallback_test": fc.fallback.test,
             "fallback_gen_train": fc.fallback.gen_train,
             "fallback_ctx_target": fc.fallback.ctx_target,
-            "cxmi_scorer": (fc.cxmi.get("scorer_model") or {}).get("name", "generator-base"),
-            "cxmi_prompt": fc.cxmi.prompt, "retriever": c.cfg.retriever.get("name"),
-            "train_epochs": fc.train.common.epochs, "train_max_steps": fc.train.common.max_steps,
-            "train_lr": fc.train.common.lr, "lora": fc.train.common.lora,
+            "cxmi_scorer": scorer or "generator-base",
+            "cxmi_prompt": fc.cxmi.prompt, "retriever": retriever,
+            "train_epochs": common["epochs"], "train_max_steps": common["max_steps"],
+            "train_lr": common["lr"], "lora": common["lora"],
             "max_input_tokens": fc.max_input_tokens, "gen_max_new_tokens": fc.gen_max_new_tokens,
             "ctx_max_new_tokens": fc.ctx_max_new_tokens}
 
@@ -273,21 +248,27 @@ def context_record(c: Ctx, e: Example, context: str) -> dict[str, Any]:
             "input_tokens": n_q + n_ctx, "context_tokens": n_ctx}
 
 
-def run(cfg: DictConfig, run: Run) -> Result:
-    """One setting (filco.setting) on one evaluation set. filco.stage=context stops after
-    building the contexts (Table 3 / Fig. 6 need no generator)."""
-    c = build_ctx(cfg)
-    setting = c.fc.setting
-    if setting not in SETTINGS:
-        raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
+def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: FilcoSettings,
+        corpus: Deferred, retriever: Deferred, cxmi_scorer: Deferred, seed: int) -> Result:
+    """One setting (filco.setting) on one evaluation set (`test`, the `dataset` node), the
+    filter and the generator fine-tuned from `lm` on `train`. `task` is the dataset's (used
+    when filco.task=auto); corpus and retriever are built unless filco.passages=record;
+    filco.stage=context stops after building the contexts (Table 3 / Fig. 6 need no generator)."""
+    fc = settings
+    the_task = task_of(fc, task)
+    c = Ctx(fc, the_task, measure_spec(fc, the_task), lm,
+            partial(split_sentences, splitter=fc.splitter), seed, cxmi_scorer)
     with run.timed("data"):
-        train, test = load_data(c, "train_data"), load_data(c, "eval_data")
-    records, extra, sil_train = evaluate(c, setting, train, test, run)
-    metrics: dict[str, Any] = _aggregate(records, c.task, c.fc.stage == "generate")
-    if setting != "full":  # Full needs no silver contexts
+        source = passage_retriever(fc, corpus, retriever)
+        train_exs, test_exs = (load_examples(qa, source, fc.k, the_task.name, fc.passages)
+                               for qa in (train, test))
+    records, extra, sil_train = evaluate(c, fc.setting, train_exs, test_exs, run)
+    metrics: dict[str, Any] = _aggregate(records, c.task, fc.stage == "generate")
+    if fc.setting != "full":  # Full needs no silver contexts
         metrics["silver_empty_train"] = sum(s.empty for s in sil_train) / max(1, len(sil_train))
-    return Result(metrics=metrics, settings=_settings(c, setting, len(train), len(test)),
-                  extra=extra)
+    settings_row = _settings(c, train, test, len(train_exs), len(test_exs), retriever.name,
+                             cxmi_scorer.name)
+    return Result(metrics=metrics, settings=settings_row, extra=extra)
 
 
 def evaluate(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Example],
@@ -315,7 +296,7 @@ def evaluate(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Exam
     return records, extra, list(sil_train)
 
 
-def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example],
+def _generate_and_record(c: Ctx, gen: LM, setting: str, test: Sequence[Example],
                          contexts: Sequence[str], records: list[dict], done: dict[str, dict],
                          run: Run) -> None:
     """M_gen predictions, batch by batch; each finished batch is written at once, and examples
@@ -331,13 +312,13 @@ def _generate_and_record(c: Ctx, gen: Any, setting: str, test: Sequence[Example]
                                                       "prediction_code", "score_code")})
         else:
             todo.append(i)
-    bs = int(c.fc.gen_batch_size)
+    bs = c.fc.gen_batch_size
     for b in tqdm(range(0, len(todo), bs), desc="M_gen", leave=False):
         idx = todo[b:b + bs]
         ids = [prompt_ids(gen, prompts.gen_prompt(c.task, test[i].question, contexts[i],
                                                   c.fc.gen_format, c.ctx_answer_prefix),
-                          int(c.fc.max_input_tokens)) for i in idx]
-        outs = gen.generate(ids, max_new_tokens=int(c.fc.gen_max_new_tokens), batch_size=bs)
+                          c.fc.max_input_tokens) for i in idx]
+        outs = gen.generate(ids, max_new_tokens=c.fc.gen_max_new_tokens, batch_size=bs)
         for i, out_ids in zip(idx, outs):
             r = records[i]
             raw = gen.decode(out_ids, skip_special_tokens=True)

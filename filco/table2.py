@@ -2,14 +2,14 @@
 passages against the output. No model; one run = one dataset and k = one CSV row."""
 from __future__ import annotations
 
-from omegaconf import DictConfig, OmegaConf
-
+from ragrepro.deferred import Deferred
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
-from .data import data_settings, default_split
-from .pipeline import _join, _mean, build_ctx, load_data
+from .data import QASet, load_examples
+from .pipeline import _join, _mean, passage_retriever, task_of
+from .settings import FilcoSettings
 
 
 def recall_kind(task: str) -> str:
@@ -18,15 +18,18 @@ def recall_kind(task: str) -> str:
     return "answer" if task in ("nq", "tqa", "qa") else "title"
 
 
-def run_retrieval(cfg: DictConfig, run: Run) -> Result:
+def run_retrieval(run: Run, *, test: QASet, task: str, settings: FilcoSettings,
+                  corpus: Deferred, retriever: Deferred) -> Result:
     """Recall of the top-k passages (answer string in a passage; gold title among them) and
-    unigram precision of the positive passages against the output (Table 2)."""
+    unigram precision of the positive passages against the output (Table 2), on `test` (the
+    `dataset` node); filco.k, filco.passages and filco.task (auto: the dataset's) apply."""
     from .silver import answer_in
 
-    c = build_ctx(cfg, load_model=False)
-    test = load_data(c, "eval_data")
+    fc, the_task = settings, task_of(settings, task)
+    examples = load_examples(test, passage_retriever(fc, corpus, retriever), fc.k,
+                             the_task.name, fc.passages)
     recs = []
-    for e in test:
+    for e in examples:
         pos = [p for p in e.passages if answer_in(p, e.answers)]
         rec = {"qid": e.qid, "recall_answer": float(bool(pos)),
                "recall_title": float(any(t in set(e.gold_titles) for t in e.titles)),
@@ -40,13 +43,10 @@ def run_retrieval(cfg: DictConfig, run: Run) -> Result:
                "precision": 100 * _mean([r["precision"] for r in recs if "precision" in r])}
     # the report's Table 2 columns (fractions): the paper's recall is the answer string for
     # NQ / TQA and a KILT provenance article for the others (reference §7)
-    kind = recall_kind(c.task.name)
+    kind = recall_kind(the_task.name)
     metrics["recall_at_k"] = metrics[f"recall_{kind}"] / 100
     metrics["unigram_precision"] = metrics["precision"] / 100
-    eval_spec = OmegaConf.to_container(c.fc.eval_data, resolve=True)
-    settings = {**data_settings(eval_spec), "recall_at_k_kind": kind,  # type: ignore[arg-type]
-                "top_k": c.k, "k": c.k, "task": c.task.name, "eval_dataset": c.fc.eval_data.name,
-                "eval_split": c.fc.eval_data.split or default_split(c.fc.eval_data.name),
-                "eval_limit": c.fc.eval_data.get("limit"),
-                "retriever": cfg.retriever.get("name"), "n_eval": len(test)}
-    return Result(metrics=metrics, settings=settings)
+    row = {**test.row(), "recall_at_k_kind": kind, "top_k": fc.k, "k": fc.k,
+           "task": the_task.name, "eval_dataset": test.name, "eval_split": test.split,
+           "eval_limit": test.limit, "retriever": retriever.name, "n_eval": len(examples)}
+    return Result(metrics=metrics, settings=row)

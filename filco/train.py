@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -27,6 +27,9 @@ from ragrepro.hashing import hash_obj
 from ragrepro.paths import cache_dir
 
 from .encoding import prompt_ids, target_ids
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 IGNORE = -100
@@ -63,7 +66,7 @@ class Encoded:
     target: list[int]
 
 
-def encode_pairs(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig) -> list[Encoded]:
+def encode_pairs(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig) -> list[Encoded]:
     return [Encoded(prompt_ids(lm, s, tc.max_input_tokens), target_ids(lm, t, tc.max_target_tokens))
             for s, t in pairs]
 
@@ -129,7 +132,7 @@ def causal_target_loss(model: Any, batch: dict[str, torch.Tensor], device: str) 
     return torch.nn.functional.cross_entropy(logits.float(), labels[rows, cols], reduction="sum")
 
 
-def _pad_id(lm: Any) -> int:
+def _pad_id(lm: LM) -> int:
     pad = lm.tokenizer.pad_token_id
     return int(pad if pad is not None else (lm.eos_id or 0))
 
@@ -142,7 +145,38 @@ def _wrap_lora(model: Any, tc: TrainConfig) -> Any:
     return get_peft_model(model, cfg)
 
 
-def fine_tune(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
+def _micro_batch_loss(model: Any, lm: LM, items: Sequence[Encoded], tc: TrainConfig,
+                      pad: int) -> torch.Tensor:
+    """Summed target-token cross-entropy of one micro-batch (causal or seq2seq)."""
+    if lm.kind == "causal":
+        b = causal_batch(items, pad, tc.label_pad, tc.max_input_tokens + tc.max_target_tokens)
+        return causal_target_loss(model, b, lm.device)
+    b = seq2seq_batch(items, pad, tc.label_pad)
+    dec_in = model.prepare_decoder_input_ids_from_labels(
+        labels=b["labels"].clamp(min=0)).to(lm.device)
+    out = model(input_ids=b["input_ids"].to(lm.device),
+                attention_mask=b["attention_mask"].to(lm.device), decoder_input_ids=dec_in)
+    loss, _ = masked_loss(out.logits, b["labels"].to(lm.device), shift=False)
+    return loss
+
+
+def _step(model: Any, lm: LM, data: Sequence[Encoded], batch_idx: Sequence[int],
+          tc: TrainConfig, pad: int) -> float:
+    """Forward and backward over one batch, micro-batch by micro-batch; the gradients sum to
+    those of the mean over the batch's target tokens. Returns that mean loss."""
+    n_tok = sum(len(data[i].target) for i in batch_idx)
+    step_loss = 0.0
+    for m in range(tc.batch_size // tc.micro_batch_size):
+        items = [data[i] for i in batch_idx[m * tc.micro_batch_size:(m + 1) * tc.micro_batch_size]]
+        if not items:
+            continue
+        loss = _micro_batch_loss(model, lm, items, tc, pad)
+        (loss / max(1, n_tok)).backward()  # mean over the batch's target tokens
+        step_loss += loss.item()
+    return step_loss / max(1, n_tok)
+
+
+def fine_tune(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
               desc: str = "train") -> tuple[Any, dict]:
     """Train a copy of lm.model on (source, target) string pairs. Returns (model, log)."""
     from tqdm import tqdm
@@ -158,61 +192,40 @@ def fine_tune(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
         model = _wrap_lora(model, tc)
     model.train()
     data = encode_pairs(lm, pairs, tc)
-    accum = tc.batch_size // tc.micro_batch_size
-    steps_per_epoch = math.ceil(len(data) / tc.batch_size)
-    total = math.ceil(tc.epochs * steps_per_epoch)
+    total = math.ceil(tc.epochs * math.ceil(len(data) / tc.batch_size))
     if tc.max_steps:
         total = min(total, tc.max_steps)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=tc.lr, weight_decay=tc.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: max(0.0, 1 - s / max(1, total)))
-    pad, shift = _pad_id(lm), lm.kind == "causal"
+    pad = _pad_id(lm)
     order: list[int] = []
     losses = []
     bar = tqdm(range(total), desc=desc, leave=False)
     for _ in bar:
         opt.zero_grad()
-        if len(order) < tc.batch_size:
+        if len(order) < tc.batch_size:  # a fresh shuffled pass over the data
             fresh = list(range(len(data)))
             rng.shuffle(fresh)
             order += fresh
         batch_idx, order = order[:tc.batch_size], order[tc.batch_size:]
-        n_tok = sum(len(data[i].target) for i in batch_idx)
-        step_loss = 0.0
-        for m in range(accum):
-            items = [data[i] for i in batch_idx[m * tc.micro_batch_size:(m + 1) * tc.micro_batch_size]]
-            if not items:
-                continue
-            if shift:
-                b = causal_batch(items, pad, tc.label_pad, tc.max_input_tokens + tc.max_target_tokens)
-                loss = causal_target_loss(model, b, lm.device)
-            else:
-                b = seq2seq_batch(items, pad, tc.label_pad)
-                dec_in = model.prepare_decoder_input_ids_from_labels(
-                    labels=b["labels"].clamp(min=0)).to(lm.device)
-                out = model(input_ids=b["input_ids"].to(lm.device),
-                            attention_mask=b["attention_mask"].to(lm.device),
-                            decoder_input_ids=dec_in)
-                loss, _ = masked_loss(out.logits, b["labels"].to(lm.device), shift=False)
-            (loss / max(1, n_tok)).backward()  # mean over the batch's target tokens
-            step_loss += loss.item()
+        losses.append(_step(model, lm, data, batch_idx, tc, pad))
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
-        losses.append(step_loss / max(1, n_tok))
         bar.set_postfix(loss=f"{losses[-1]:.3f}")
     model.eval()
     return model, {"steps": total, "n_pairs": len(data), "losses": losses,
                    "lora": use_lora, "first_loss": losses[0], "last_loss": losses[-1]}
 
 
-def model_key(lm: Any, tc: TrainConfig, pairs: Sequence[tuple[str, str]], role: str) -> str:
+def model_key(lm: LM, tc: TrainConfig, pairs: Sequence[tuple[str, str]], role: str) -> str:
     return hash_obj({"base": [lm.name, lm.revision, lm.kind], "train": asdict(tc), "role": role,
                      "pairs": hash_obj([list(p) for p in pairs], 32)}, 20)
 
 
-def trained_lm(lm: Any, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: str,
-               root: Path | None = None) -> tuple[Any, dict]:
+def trained_lm(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: str,
+               root: Path | None = None) -> tuple[LM, dict]:
     """The fine-tuned LM for (base, settings, pairs): loaded from the cache, or trained and
     saved (safetensors: the LoRA adapter, or the full weights without LoRA)."""
     from ragrepro.models.lm import LM

@@ -8,7 +8,8 @@ from omegaconf import DictConfig
 from .errors import ConfigError, did_you_mean
 from .paths import CONF_DIR
 
-CHECKED_GROUPS = ("experiment", "model", "dataset", "retriever", "scorer_model", "reranker")
+CHECKED_GROUPS = ("experiment", "model", "dataset", "retriever", "scorer", "reranker",
+                  "riches/method")
 DTYPES = ("float32", "bfloat16", "float16", "checkpoint")  # checkpoint: model.checkpoint_dtype
 
 

@@ -1,9 +1,10 @@
-"""Configs chosen by name at run time, outside the composed run config: conf/<group>/<name>.yaml.
+"""Configs chosen by name outside a composed run config: conf/<group>/<name>.yaml.
 
-The composed config holds the run's own model, dataset and retriever; a second model (the
-reranker's labelling model, a zero-shot scorer), the reranker's encoder or a benchmark's
-fixed corpus is named by a string. This is the one place that turns such a name into a
-config or a built component, with the run's dtype and device filled in.
+A run's components, second models included (a zero-shot scorer, the reranker's labelling
+model and encoder), are composed by Hydra and handed to the pipeline; method packages never
+read conf/. Benchmarks and scripts, which have no composed config, name a model or a fixed
+corpus by a string: this is the one place that turns such a name into a config or a built
+component, with a dtype and device filled in.
 """
 from __future__ import annotations
 

@@ -15,12 +15,12 @@ their dataclasses) and calls `pipeline(run=run) -> Result`. Arguments of a pipel
 interpolations of nodes that are hashed on their own, so the run id hashes only the pipeline's
 `_target_` (ragrepro.tracking.run_id_of).
 
-A legacy target `fn(cfg, run)` (it names a `cfg` parameter) is still called with the composed
-config; tests/core/test_pipeline_contract.py lists the experiments that still use one.
+A target written against the old contract `fn(cfg, run)` (it names a `cfg` parameter) is
+refused with the fix; tests/core/test_pipeline_contract.py composes every experiment and
+checks that its pipeline is typed.
 """
 from __future__ import annotations
 
-import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -80,7 +80,9 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
 
     fn = pipeline_callable(cfg)
     if is_legacy(fn):
-        return functools.partial(fn, cfg=cfg)
+        raise ConfigError(f"pipeline._target_ `{pipeline_target(cfg)}` takes the whole config "
+                          "(`cfg`): pipelines now receive their components and typed settings "
+                          "as arguments (see docs/extending.md, 'Add a method').")
     from hydra.errors import InstantiationException
 
     try:

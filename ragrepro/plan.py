@@ -118,15 +118,11 @@ def forward_tokens(cfg: DictConfig) -> int:
         windows = math.ceil(tokens / int(sel("ralm.stride")))
         cands = int(sel("ralm.k", 1)) if sel("ralm.rerank") in ("zeroshot", "oracle") else 1
         return windows * int(sel("ralm.max_length", 1024)) * cands
-    n = EVAL_SIZE.get(filco_dataset(cfg) or name, 0)
+    n = EVAL_SIZE.get(name, 0)
     n = min(n, int(limit)) if limit else n
     docs = int(sel("qa.num_docs", 0) or sel("filco.k", 0) or 1)
     new = int(sel("qa.max_new_tokens", 0) or sel("filco.gen_max_new_tokens", 0) or 32)
     return n * (docs * 160 + 64 + new)
-
-
-def filco_dataset(cfg: DictConfig) -> str | None:
-    return OmegaConf.select(cfg, "filco.dataset", default=None)
 
 
 def _model(role: str, source: str | None, dtype: str) -> ModelPlan | None:

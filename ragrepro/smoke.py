@@ -3,8 +3,8 @@ It resumes like the real pipelines: records already in samples.jsonl are not rec
 from __future__ import annotations
 
 import logging
-
-from omegaconf import DictConfig
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from .metrics import get_metric
 from .pipeline import Result
@@ -13,20 +13,20 @@ from .tracking import Run
 log = logging.getLogger(__name__)
 
 
-def _score(idx: int, item: DictConfig, metrics: list[str]) -> dict:
-    record = {"idx": idx, "prediction": item.prediction, "answers": list(item.answers)}
+def _score(idx: int, item: Mapping[str, Any], metrics: Sequence[str]) -> dict:
+    record = {"idx": idx, "prediction": item["prediction"], "answers": list(item["answers"])}
     for name in metrics:
-        record[name] = get_metric(name).fn(item.prediction, list(item.answers))
+        record[name] = get_metric(name).fn(item["prediction"], list(item["answers"]))
     return record
 
 
-def run(cfg: DictConfig, run: Run) -> Result:
-    metrics = list(cfg.smoke.metrics)
+def run(run: Run, *, predictions: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> Result:
+    """Score each {prediction, answers} with each metric of the registry."""
     done = {r["idx"]: r for r in run.repair_samples()}
     if done:
-        log.info("Resuming: %d of %d examples already scored", len(done), len(cfg.smoke.predictions))
+        log.info("Resuming: %d of %d examples already scored", len(done), len(predictions))
     records = []
-    for i, item in enumerate(cfg.smoke.predictions):
+    for i, item in enumerate(predictions):
         if i not in done:
             done[i] = _score(i, item, metrics)
             run.add_sample(done[i])

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
-
 from ragrepro.errors import ConfigError
 
 from . import official_format as off
@@ -17,10 +15,10 @@ def hit_dict(h: Any) -> dict[str, Any]:
     return {"id": h.pid, "title": h.title, "text": h.text, "score": float(h.score)}
 
 
-def forbidden_titles(cfg: DictConfig) -> list[str]:
-    """`auto`: wiki-vital -> its held-out LM titles; wikitext-103 -> the official 125-line
-    list, which must be given as a file (ralm.forbidden_titles=PATH); others -> none."""
-    value = cfg.ralm.get("forbidden_titles", "auto")
+def forbidden_titles(value: str | None, dataset_name: str | None) -> list[str]:
+    """`ralm.forbidden_titles`. `auto`: wiki-vital -> its held-out LM titles; wikitext-103 ->
+    the official 125-line list, which must be given as a file (ralm.forbidden_titles=PATH);
+    other datasets -> none. `none` -> none; a path -> one title per line."""
     if value in (None, "none"):
         return []
     if value != "auto":
@@ -30,7 +28,7 @@ def forbidden_titles(cfg: DictConfig) -> list[str]:
                               f"file with one title per line, `auto` or `none`.")
         return [t.strip().strip('"') for t in p.read_text(encoding="utf-8").splitlines()
                 if t.strip()]
-    name = cfg.dataset.get("name")
+    name = dataset_name
     if name == "wiki-vital":
         from ragrepro.data.vital import heldout_titles
 

@@ -1,6 +1,9 @@
 """Pipeline `ralm.lm_eval.run`: In-Context RALM perplexity with optional retrieval and
 reranking (paper §3-§6; official eval_lm.py + prepare_retrieval_data.py).
 
+Hydra builds its inputs (conf/ralm/base.yaml `pipeline:`): the evaluated LM, the texts, the
+typed `ralm` settings and, unbuilt (ragrepro.deferred), the parts only some cells use: the
+corpus and retriever, a second scoring LM, the reranker's labelling LM and the dataset config.
 Per window it appends one record to samples.jsonl (the resume checkpoint) and per retrieval
 one to retrievals.jsonl; at the end it writes retrieval.json in the official format.
 """
@@ -9,41 +12,40 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING, Any
 
 from ragrepro.data.records import LMDoc
+from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.io import read_jsonl_tolerant
 from ragrepro.metrics import get_metric
-from ragrepro.metrics.perplexity import WORD_COUNT_RULES, count_words
-from ragrepro.named_configs import load_model
+from ragrepro.metrics.perplexity import count_words
 from ragrepro.pipeline import Result
 from ragrepro.tracking import Run
 
 from . import official_format as off
-from .documents import doc_encoder, forbidden_titles, hit_dict
-from .engine import EvalSettings, StreamEval
-from .reranker import get_reranker
-from .windows import Window
+from .documents import doc_encoder, forbidden_titles
+from .engine import DocSource, EvalSettings, StreamEval
+from .reranker import TrainingInputs, get_reranker
+from .settings import RalmSettings, RerankerSettings
+from .sources import (
+    Documents,
+    RetrieverSource,
+    build_retriever,
+    document_source,
+    near_dup_filter,
+    other_zeroshot,
+)
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 
-STREAMS = ("joined", "per_document")
+__all__ = ["RetrieverSource", "aggregate", "run", "streams_of"]
 
 
 # -- inputs -------------------------------------------------------------------------------
-def load_texts(cfg: DictConfig) -> list[LMDoc]:
-    """The dataset's documents (first `limit`), through the dataset config's loader."""
-    from hydra.utils import instantiate
-
-    ds = cfg.dataset
-    kw = {} if "limit" in ds else {"limit": cfg.get("limit")}
-    return list(instantiate(ds, _convert_="all", **kw))
-
-
 def streams_of(docs: Sequence[LMDoc], mode: str) -> list[str]:
     """joined: one text, the documents concatenated with "" (official eval_lm.py);
     per_document: one text per document, each its own stream."""
@@ -51,145 +53,27 @@ def streams_of(docs: Sequence[LMDoc], mode: str) -> list[str]:
         return ["".join(d.text for d in docs)]
     if mode == "per_document":
         return [d.text for d in docs]
-    raise ConfigError(f"ralm.stream={mode!r}; use one of {STREAMS}.")
+    raise ConfigError(f"ralm.stream={mode!r}; use joined or per_document.")
 
 
-def load_model_by_name(cfg: DictConfig, name: str) -> tuple[Any, dict[str, Any]]:
-    """Instantiate conf/model/<name>.yaml with this run's dtype and device."""
-    return load_model(name, str(cfg.dtype), str(cfg.device))
-
-
-def eval_settings(cfg: DictConfig) -> EvalSettings:
-    r = cfg.ralm
+def eval_settings(r: RalmSettings, seed: int, batch_size: int,
+                  model_adds_bos: bool) -> EvalSettings:
     stride = int(r.stride)
     return EvalSettings(
         max_length=int(r.max_length), stride=stride,
-        retrieval_stride=int(r.retrieval_stride if r.get("retrieval_stride") is not None
-                             else stride),
+        retrieval_stride=int(r.retrieval_stride if r.retrieval_stride is not None else stride),
         query_len=int(r.query_len), doc_max_tokens=int(r.doc_max_tokens), k=int(r.k),
-        rerank=str(r.rerank), rerank_tokens=int(r.rerank_tokens), seed=int(cfg.seed),
-        window_bos=bool(window_bos(cfg)), batch_windows=int(r.get("batch_windows", 16)),
-        batch_size=int(cfg.batch_size),
-        query_clean_spaces=bool(r.get("query_clean_spaces", True)))
+        rerank=str(r.rerank), rerank_tokens=int(r.rerank_tokens), seed=int(seed),
+        window_bos=r.window_bos_for(model_adds_bos), batch_windows=int(r.batch_windows),
+        batch_size=int(batch_size), query_clean_spaces=bool(r.query_clean_spaces))
 
 
-def window_bos(cfg: DictConfig) -> bool:
-    v = cfg.ralm.get("window_bos", "auto")
-    return bool(cfg.model.get("add_bos", False)) if v == "auto" else bool(v)
-
-
-def retrieval_file(cfg: DictConfig) -> str | None:
-    from_file = OmegaConf.select(cfg, "retrieval.from_file")
-    own = cfg.ralm.get("retrieval_file")
+def _retrieval_file(from_file: str | None, own: str | None) -> str | None:
+    """`retrieval.from_file` (short form) or `ralm.retrieval_file`; both set must agree."""
     if from_file and own and str(from_file) != str(own):
         raise ConfigError("retrieval.from_file and ralm.retrieval_file name different files; "
                           "set one.")
     return from_file or own
-
-
-# -- document sources -----------------------------------------------------------------------
-class RetrieverSource:
-    """Top-k hits per query; with a near-duplicate filter, 4k are fetched so that k usually
-    remain after it (fewer when the filter removes more)."""
-
-    def __init__(self, retriever: Any, k: int, exclude: Sequence[str], near_dup: Any = None):
-        self.retriever, self.k, self.exclude = retriever, k, list(exclude)
-        self.near_dup = near_dup
-
-    def docs(self, text_index: int, windows: Sequence[Window],
-             queries: Sequence[str]) -> list[list[dict]]:
-        fetch = self.k * 4 if self.near_dup is not None else self.k
-        hits = self.retriever.search(list(queries), fetch, exclude_titles=self.exclude)
-        out = [[hit_dict(h) for h in hs] for hs in hits]
-        if self.near_dup is not None:
-            out = [self.near_dup.keep(ds)[: self.k] for ds in out]
-        return out
-
-
-def near_dup_filter(cfg: DictConfig, texts: Sequence[str]) -> Any:
-    """`ralm.near_dup=true`: drop candidates whose word n-gram containment in the evaluated
-    texts exceeds ralm.near_dup_threshold (ragrepro/retrieval/neardup.py)."""
-    r = cfg.ralm
-    if not r.get("near_dup", False):
-        return None
-    from ragrepro.retrieval.neardup import NearDupFilter
-
-    return NearDupFilter(texts, n=int(r.get("near_dup_ngram", 8)),
-                         threshold=float(r.get("near_dup_threshold", 0.05)))
-
-
-class FileSource:
-    """Documents of an official-format retrieval file, by window index."""
-
-    def __init__(self, path: str, texts: list[list[dict]]):
-        self.path, self.texts = path, texts
-
-    def docs(self, text_index: int, windows: Sequence[Window],
-             queries: Sequence[str]) -> list[list[dict]]:
-        return [off.docs_of(self.texts[text_index][w.index]) for w in windows]
-
-
-# -- the pipeline ---------------------------------------------------------------------------
-def _other_zeroshot(scorer: Any, lm: Any, s: EvalSettings, encode_doc_scorer):
-    """Zero-shot ranking with a scoring LM that is not the evaluated one (paper Table 3):
-    the window's prefix is decoded and re-encoded with the scorer's tokenizer, the document
-    overwrites its first positions, and the last s' scorer tokens are scored."""
-    def nlls(stream: Sequence[int], window: Window, docs: list[dict]) -> list[float]:
-        ctx = scorer.encode(lm.decode(stream[window.begin:window.target_start]), add_bos=False)
-        rows, starts = [], []
-        for d in docs:
-            dt = encode_doc_scorer(d)
-            if len(dt) + s.rerank_tokens > len(ctx):
-                raise ConfigError("the scorer's document covers the tokens it should rank; "
-                                  "lower ralm.doc_max_tokens or ralm.rerank_tokens.")
-            rows.append(list(dt) + list(ctx[len(dt):]))
-            starts.append(len(ctx) - s.rerank_tokens)
-        return [-float(np.sum(lp)) for lp in scorer.score_targets(rows, starts, s.batch_size)]
-
-    return nlls
-
-
-def document_source(cfg: DictConfig, s: Any, run: Run, docs: list, texts: list[str],
-                    streams: list[list[int]], lm: Any, stream_mode: str,
-                    rfile: Any) -> tuple[Any, dict | None, Any, list[str]]:
-    """Where each window's documents come from: the gold articles, an official retrieval file
-    (checked against this run's windows) or a retriever; with its settings, the near-duplicate
-    filter and the excluded titles."""
-    source, retriever_settings, near_dup = None, None, None
-    exclude = forbidden_titles(cfg) if s.rerank not in ("none", "gold") else []
-    if s.rerank == "gold":
-        from .gold import GoldSource
-
-        if rfile:
-            raise ConfigError("ralm.rerank=gold uses the evaluated articles as documents; "
-                              "drop retrieval.from_file / ralm.retrieval_file.")
-        source = GoldSource(docs, streams, lambda ids: lm.decode(ids, skip_special_tokens=True),
-                            joined=stream_mode == "joined")
-        retriever_settings = {"name": "gold"}
-    elif s.rerank != "none":
-        with run.timed("retriever"):
-            if rfile:
-                texts_entries = off.read_file(rfile)
-                if len(texts_entries) != len(streams):
-                    raise ConfigError(f"retrieval file {rfile} holds {len(texts_entries)} texts, "
-                                      f"this run {len(streams)} (ralm.stream={stream_mode}, "
-                                      f"limit={cfg.get('limit')}).")
-                for i, (st, ent) in enumerate(zip(streams, texts_entries)):
-                    from .windows import make_windows
-
-                    off.check_windows(rfile, ent, make_windows(len(st), s.max_length, s.stride),
-                                      s.stride, s.max_length, len(st), i)
-                source = FileSource(rfile, texts_entries)
-                retriever_settings = {"from_file": str(rfile)}
-            else:
-                from ragrepro.retrieval import retriever_from_config
-
-                retriever = retriever_from_config(cfg)
-                near_dup = near_dup_filter(cfg, texts)
-                source = RetrieverSource(retriever, s.k, exclude, near_dup)
-                retriever_settings = retriever.settings()
-
-    return source, retriever_settings, near_dup, exclude
 
 
 def resume_state(run: Run) -> tuple[dict[tuple[int, int], dict], dict[tuple[int, int], dict]]:
@@ -205,19 +89,17 @@ def resume_state(run: Run) -> tuple[dict[tuple[int, int], dict], dict[tuple[int,
     return done, restored
 
 
-def record_sources(settings: dict[str, Any], retriever_settings: dict | None, rfile: Any,
-                   exclude: list[str], near_dup: Any, scorer_info: dict | None,
-                   reranker_info: dict[str, Any]) -> None:
+def record_sources(settings: dict[str, Any], d: Documents, rfile: str | None,
+                   scorer_info: dict | None, reranker_info: dict[str, Any]) -> None:
     """Add what the documents, the scorer and the reranker were to the row's settings."""
-    settings.update({"retriever": (retriever_settings or {}).get("name",
-                                   (retriever_settings or {}).get("retriever"))
-                     if not rfile else "file", "n_forbidden_titles": len(exclude),
-                     "near_dup": near_dup is not None,
-                     **(near_dup.settings() if near_dup is not None else {})})
-    if near_dup is not None:
+    rs = d.retriever_settings or {}
+    settings.update({"retriever": rs.get("name", rs.get("retriever")) if not rfile else "file",
+                     "n_forbidden_titles": len(d.exclude), "near_dup": d.near_dup is not None,
+                     **(d.near_dup.settings() if d.near_dup is not None else {})})
+    if d.near_dup is not None:
         log.info("Near-duplicate exclusion removed %d documents (word %d-gram containment > "
-                 "%.2f): %s", len(near_dup.removed), near_dup.n, near_dup.threshold,
-                 sorted(near_dup.removed.items())[:20])
+                 "%.2f): %s", len(d.near_dup.removed), d.near_dup.n, d.near_dup.threshold,
+                 sorted(d.near_dup.removed.items())[:20])
     if scorer_info:
         settings["scorer_model_revision"] = scorer_info.get("revision")
     if reranker_info:
@@ -237,8 +119,8 @@ def retrieval_logger(path: Path, text_index: int) -> Callable[[dict], None]:
     return log_one
 
 
-def evaluate_streams(run: Run, lm: Any, s: Any, source: Any, encode_doc: Any,
-                     streams: list[list[int]], desc: str,
+def evaluate_streams(run: Run, lm: LM, s: EvalSettings, source: DocSource | None,
+                     encode_doc: Callable[[dict], list[int]], streams: list[list[int]], desc: str,
                      **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval]]:
     """Score every window of every stream, resuming the windows (and retrievals) a killed run
     already wrote; returns the per-window records and the evaluators, per stream."""
@@ -261,64 +143,56 @@ def evaluate_streams(run: Run, lm: Any, s: Any, source: Any, encode_doc: Any,
     return all_records, evaluators
 
 
-def run(cfg: DictConfig, run: Run) -> Result:
-    s = eval_settings(cfg)
+def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus: Deferred,
+        retriever: Deferred, retrieval_file: str | None, scorer: Deferred,
+        reranker: RerankerSettings | None, label_model: Deferred, dataset: Deferred,
+        seed: int, batch_size: int) -> Result:
+    """Perplexity of `texts` under `lm`, each window conditioned on its chosen document.
+    `dataset` is the texts' config (its name picks the forbidden titles; the reranker may
+    train on another split of it); `scorer`: a zero-shot scoring LM other than `lm`."""
+    r = settings
+    s = eval_settings(r, seed, batch_size, lm.add_bos)
     s.validate()
-    r = cfg.ralm
-    word_rule = str(r.get("word_count", "spaces"))
-    if word_rule not in WORD_COUNT_RULES:
-        raise ConfigError(f"ralm.word_count={word_rule!r}; use one of {WORD_COUNT_RULES}.")
-    stream_mode = str(r.get("stream", "joined"))
-    rfile = retrieval_file(cfg)
-    scorer_name = r.get("scorer_model")
-    if scorer_name and s.rerank != "zeroshot":
-        raise ConfigError("ralm.scorer_model only applies to ralm.rerank=zeroshot.")
+    if scorer and s.rerank != "zeroshot":
+        raise ConfigError("a scorer model (scorer=...) only applies to ralm.rerank=zeroshot.")
+    rfile = _retrieval_file(retrieval_file, r.retrieval_file)
+    docs_text = streams_of(texts, r.stream)
+    streams = [lm.encode(t) for t in docs_text]  # the model's BOS policy (Gemma: BOS first)
+    row = result_settings(r, s, rfile, lm, scorer, corpus)
+    exclude = (forbidden_titles(r.forbidden_titles, dataset.name)
+               if s.rerank not in ("none", "gold") else [])
 
-    with run.timed("load_data"):
-        docs = load_texts(cfg)
-        texts = streams_of(docs, stream_mode)
-    with run.timed("load_model"):
-        from hydra.utils import instantiate
+    def search():
+        return (build_retriever(retriever, corpus),
+                near_dup_filter(r.near_dup, r.near_dup_ngram, r.near_dup_threshold, docs_text))
 
-        lm = instantiate(cfg.model)
-    streams = [lm.encode(t) for t in texts]  # the model's BOS policy (Gemma: BOS first)
-    settings = result_settings(cfg, s, word_rule, stream_mode, rfile, lm)
-
-    source, retriever_settings, near_dup, exclude = document_source(
-        cfg, s, run, docs, texts, streams, lm, stream_mode, rfile)
-
-    predict = None
-    reranker_info: dict[str, Any] = {}
+    d = document_source(run, s, texts, streams,
+                        lambda ids: lm.decode(ids, skip_special_tokens=True), r.stream, rfile,
+                        search, exclude)
+    predict, reranker_info = None, {}
     if s.rerank == "predictive":
         with run.timed("reranker"):
-            predict, reranker_info = get_reranker(cfg, lm, source_for_training(cfg, s))
+            predict, reranker_info = get_reranker(TrainingInputs(
+                reranker, lm, label_model, dataset, corpus, retriever, r, batch_size))
     zs_other, scorer_info = None, None
-    if scorer_name and scorer_name != cfg.model.name:
+    if scorer and scorer.name != lm.name:
         with run.timed("load_scorer"):
-            scorer, scorer_info = load_model_by_name(cfg, scorer_name)
-        zs_other = _other_zeroshot(scorer, lm, s, doc_encoder(scorer, s.doc_max_tokens,
-                                                               scorer.add_bos))
-
+            scorer_lm, scorer_info = scorer.build(), scorer.config
+        zs_other = other_zeroshot(scorer_lm, lm, s, doc_encoder(scorer_lm, s.doc_max_tokens,
+                                                                  scorer_lm.add_bos))
     encode_doc = doc_encoder(lm, s.doc_max_tokens, s.window_bos)
     with run.timed("evaluate"):
         all_records, evaluators = evaluate_streams(
-            run, lm, s, source, encode_doc, streams, f"ralm {cfg.model.name} {s.rerank}",
+            run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {s.rerank}",
             predict=predict, zeroshot_other=zs_other,
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"))
-
     with run.timed("write_retrieval_file"):
-        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, stream_mode)
-
-    metrics = aggregate(all_records, streams, texts, word_rule, lm.add_bos)
-    record_sources(settings, retriever_settings, rfile, exclude, near_dup, scorer_info,
-                   reranker_info)
-    extra = {"retriever_settings": retriever_settings, "reranker": reranker_info,
+        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream)
+    metrics = aggregate(all_records, streams, docs_text, r.word_count, lm.add_bos)
+    record_sources(row, d, rfile, scorer_info, reranker_info)
+    extra = {"retriever_settings": d.retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
-    return Result(metrics=metrics, settings=settings, extra=extra)
-
-
-def source_for_training(cfg: DictConfig, s: EvalSettings):
-    return None  # the reranker builds its own retriever over the training texts
+    return Result(metrics=metrics, settings=row, extra=extra)
 
 
 def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]],
@@ -339,7 +213,7 @@ def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]
         "n_texts": len(texts)}
 
 
-def write_official_file(path: Path, lm: Any, streams: Sequence[Sequence[int]],
+def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],
                         evaluators: Sequence[StreamEval], stream_mode: str) -> None:
     out = []
     for st, ev in zip(streams, evaluators):
@@ -356,8 +230,8 @@ def write_official_file(path: Path, lm: Any, streams: Sequence[Sequence[int]],
     off.write_file(path, out, joined=stream_mode == "joined")
 
 
-def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mode: str,
-                    rfile: str | None, lm: Any) -> dict[str, Any]:
+def result_settings(r: RalmSettings, s: EvalSettings, rfile: str | None, lm: LM,
+                    scorer: Deferred, corpus: Deferred) -> dict[str, Any]:
     """Everything that changes the number, for the results row."""
     return {
         "stride": s.stride, "retrieval_stride": s.retrieval_stride, "query_len": s.query_len,
@@ -365,11 +239,9 @@ def result_settings(cfg: DictConfig, s: EvalSettings, word_rule: str, stream_mod
         "max_length": s.max_length, "doc_max_tokens": s.doc_max_tokens,
         "k": s.k if s.rerank != "none" else None, "rerank": s.rerank,
         "rerank_tokens": s.rerank_tokens if s.rerank == "zeroshot" else None,
-        "scorer_model": (cfg.ralm.get("scorer_model") or cfg.model.name)
-        if s.rerank == "zeroshot" else None,
-        "word_count": word_rule, "stream": stream_mode, "add_bos": bool(lm.add_bos),
+        "scorer_model": (scorer.name or lm.name) if s.rerank == "zeroshot" else None,
+        "word_count": r.word_count, "stream": r.stream, "add_bos": bool(lm.add_bos),
         "window_bos": s.window_bos, "retrieval_file": rfile,
-        "forbidden_titles": str(cfg.ralm.get("forbidden_titles", "auto")),
-        "corpus": (cfg.corpus.get("name") if s.rerank not in ("none", "gold") and not rfile
-                   else None),
+        "forbidden_titles": str(r.forbidden_titles),
+        "corpus": corpus.name if s.rerank not in ("none", "gold") and not rfile else None,
     }

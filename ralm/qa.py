@@ -19,32 +19,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, OmegaConf
 from tqdm import tqdm
 
 from ragrepro.data.records import QARecord
+from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.metrics import get_metric
 from ragrepro.pipeline import Result
+from ragrepro.retrieval.base import Retriever
 from ragrepro.tracking import Run
 
 from .prompts import normalize_question, qa_prompt
+from .settings import QASettings
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
-
-DEFAULTS: dict[str, Any] = {
-    "num_docs": 0,             # documents in the prompt (0 = closed book)
-    "doc_source": "auto",      # auto | dataset (the record's ctxs) | retrieve (cfg.retriever)
-    "normalize_question": True,
-    "max_new_tokens": 10,
-    "context_margin": 10,      # prompt kept to context_size - margin tokens (official: 10)
-    "strip_prompt": "tokens",  # tokens | chars (official)
-    "prompt_bos": "tokenizer",  # tokenizer (official) | model | true | false
-    "batch_size": 1,           # official: one question at a time; >1 batches with left padding
-}
-
 
 # ---- pure pieces ---------------------------------------------------------------------
 def left_truncate(ids: Sequence[int], max_tokens: int) -> tuple[list[int], bool]:
@@ -65,24 +58,7 @@ def strip_by_chars(full_decoded: str, prompt: str) -> str:
     return full_decoded[len(prompt):]
 
 
-def qa_settings(qa: dict[str, Any]) -> dict[str, Any]:
-    merged = {**DEFAULTS, **qa}
-    unknown = set(merged) - set(DEFAULTS)
-    if unknown:
-        raise ConfigError(f"Unknown qa.* keys {sorted(unknown)}; known: {sorted(DEFAULTS)}.")
-    if int(merged["num_docs"]) < 0:
-        raise ConfigError(f"qa.num_docs={merged['num_docs']} must be >= 0.")
-    if merged["doc_source"] not in ("auto", "dataset", "retrieve"):
-        raise ConfigError(f"qa.doc_source={merged['doc_source']!r}; use auto, dataset or retrieve.")
-    if merged["strip_prompt"] not in ("tokens", "chars"):
-        raise ConfigError(f"qa.strip_prompt={merged['strip_prompt']!r}; use tokens or chars.")
-    if str(merged["prompt_bos"]).lower() not in ("tokenizer", "model", "true", "false"):
-        raise ConfigError(f"qa.prompt_bos={merged['prompt_bos']!r}; use tokenizer, model, "
-                          f"true or false.")
-    return merged
-
-
-def encode_prompt(lm: Any, prompt: str, policy: str) -> list[int]:
+def encode_prompt(lm: LM, prompt: str, policy: str | bool) -> list[int]:
     policy = str(policy).lower()
     if policy == "tokenizer":  # tokenizer.encode(prompt) with default special tokens
         return list(lm.tokenizer(prompt)["input_ids"])
@@ -92,66 +68,60 @@ def encode_prompt(lm: Any, prompt: str, policy: str) -> list[int]:
 
 
 # ---- documents -----------------------------------------------------------------------
-def pick_doc_source(records: Sequence[QARecord], qa: dict[str, Any]) -> str:
-    if int(qa["num_docs"]) == 0:
+def pick_doc_source(records: Sequence[QARecord], qa: QASettings) -> str:
+    if int(qa.num_docs) == 0:
         return "none"
-    if qa["doc_source"] != "auto":
-        if qa["doc_source"] == "dataset" and not any(r.passages for r in records):
+    if qa.doc_source != "auto":
+        if qa.doc_source == "dataset" and not any(r.passages for r in records):
             raise ConfigError("qa.doc_source=dataset but the records carry no passages; use a "
                               "DPR retriever-results file or qa.doc_source=retrieve.")
-        return qa["doc_source"]
+        return qa.doc_source
     return "dataset" if all(r.passages for r in records) else "retrieve"
 
 
-def retrieve_docs(cfg: DictConfig, records: Sequence[QARecord], k: int, run: Run,
-                  retriever: Any = None) -> tuple[list[list[tuple[str, str, str]]], dict[str, Any]]:
+def retrieve_docs(retriever: Retriever, records: Sequence[QARecord], k: int, run: Run,
+                  retriever_cfg: dict[str, Any],
+                  corpus_name: str | None) -> tuple[list[list[tuple[str, str, str]]], dict[str, Any]]:
     """(per record [(pid, title, text)], settings) with the question as the query (as DPR
     and the official code do: the raw question, not the normalised one)."""
-    from ragrepro.retrieval import retriever_from_config
-
     with run.timed("retrieval"):
-        if retriever is None:
-            retriever = retriever_from_config(cfg)
         hits = retriever.search([r.question for r in records], k=k)
-    settings = {"retriever": cfg.retriever.get("name"), "corpus": cfg.corpus.get("name"),
+    settings = {"retriever": retriever_cfg.get("name"), "corpus": corpus_name,
                 "retrieval_query": "question"}
     for key in ("k1", "b"):
-        if key in cfg.retriever:
-            settings[f"retriever_{key}"] = cfg.retriever[key]
+        if key in retriever_cfg:
+            settings[f"retriever_{key}"] = retriever_cfg[key]
     return [[(h.pid, h.title, h.text) for h in hs] for hs in hits], settings
 
 
-# ---- the pipeline --------------------------------------------------------------------
-def run(cfg: DictConfig, run: Run, lm: Any = None, retriever: Any = None) -> Result:
-    """The pipeline (`pipeline._target_: ralm.qa.run`). `lm` / `retriever` may be passed in
-    already built (tests, notebooks); otherwise they come from cfg.model / cfg.retriever."""
-    from hydra.utils import instantiate
-
-    qa_node = cfg.get("qa")
-    qa = qa_settings(OmegaConf.to_container(qa_node, resolve=True)  # type: ignore[arg-type]
-                     if qa_node is not None else {})
-    num_docs = int(qa["num_docs"])
-    with run.timed("load_data"):
-        records: list[QARecord] = instantiate(cfg.dataset, _convert_="all")
+def documents(run: Run, records: Sequence[QARecord], qa: QASettings, corpus: Deferred,
+              retriever: Deferred) -> tuple[str, list, dict[str, Any]]:
+    """(where the documents come from, per record its documents, row settings)."""
     source = pick_doc_source(records, qa)
-    extra_settings: dict[str, Any] = {}
     if source == "retrieve":
-        docs, extra_settings = retrieve_docs(cfg, records, num_docs, run, retriever)
-    elif source == "dataset":
-        docs = [[(p.pid, p.title, p.text) for p in r.passages[:num_docs]] for r in records]
-        extra_settings = {"retriever": "dataset-ctxs"}
-    else:
-        docs = [[] for _ in records]
-    if lm is None:
-        with run.timed("load_model"):
-            lm = instantiate(cfg.model)
-    budget = lm.context_size - int(qa["context_margin"])
+        from .sources import build_retriever
 
+        docs, extra = retrieve_docs(build_retriever(retriever, corpus), records,
+                                    int(qa.num_docs), run, retriever.config or {}, corpus.name)
+        return source, docs, extra
+    if source == "dataset":
+        return source, [[(p.pid, p.title, p.text) for p in r.passages[:int(qa.num_docs)]]
+                        for r in records], {"retriever": "dataset-ctxs"}
+    return source, [[] for _ in records], {}
+
+
+# ---- the pipeline --------------------------------------------------------------------
+def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
+        corpus: Deferred, retriever: Deferred) -> Result:
+    """The pipeline (`pipeline._target_: ralm.qa.run`, wired in conf/ralm/qa.yaml)."""
+    qa = settings
+    source, docs, extra_settings = documents(run, records, qa, corpus, retriever)
+    budget = lm.context_size - int(qa.context_margin)
     done = {s["qid"]: s for s in run.repair_samples()}
     todo = [i for i, r in enumerate(records) if r.qid not in done]
     if done:
         log.info("Resuming: %d of %d questions already done", len(done), len(records))
-    bsz = max(1, int(qa["batch_size"]))
+    bsz = max(1, int(qa.batch_size))
     with run.timed("generate"), tqdm(total=len(todo), desc="qa", unit="q") as bar:
         for b in range(0, len(todo), bsz):
             idx = todo[b:b + bsz]
@@ -161,35 +131,35 @@ def run(cfg: DictConfig, run: Run, lm: Any = None, retriever: Any = None) -> Res
                 done[sample["qid"]] = sample
             bar.update(len(idx))
     samples = [done[r.qid] for r in records]
-    metrics = aggregate(samples)
-    settings = {"num_docs": num_docs, "doc_source": source,
-                "normalize_question": qa["normalize_question"],
-                "max_new_tokens": qa["max_new_tokens"], "prompt_max_tokens": budget,
-                "strip_prompt": qa["strip_prompt"], "prompt_bos": qa["prompt_bos"],
-                "qa_batch_size": bsz, "decoding": "greedy", "n_examples": len(records),
-                **extra_settings}
-    return Result(metrics=metrics, settings=settings,
+    row = {"num_docs": int(qa.num_docs), "doc_source": source,
+           "normalize_question": qa.normalize_question,
+           "max_new_tokens": qa.max_new_tokens, "prompt_max_tokens": budget,
+           "strip_prompt": qa.strip_prompt, "prompt_bos": qa.prompt_bos,
+           "qa_batch_size": bsz, "decoding": "greedy", "n_examples": len(records),
+           **extra_settings}
+    return Result(metrics=aggregate(samples), settings=row,
                   extra={"example_prompt": samples[0].get("prompt") if samples else None})
 
 
-def answer_batch(lm: Any, records: Sequence[QARecord], docs: Sequence[Sequence[tuple[str, str, str]]],
-                 qa: dict[str, Any], budget: int) -> list[dict[str, Any]]:
+def answer_batch(lm: LM, records: Sequence[QARecord],
+                 docs: Sequence[Sequence[tuple[str, str, str]]], qa: QASettings,
+                 budget: int) -> list[dict[str, Any]]:
     em, has = get_metric("em_squad").fn, get_metric("has_answer").fn
     prompts, inputs, truncated = [], [], []
     for r, d in zip(records, docs):
-        q = normalize_question(r.question) if qa["normalize_question"] else r.question
-        prompt = qa_prompt(q, [(t, x) for _, t, x in d], num_docs=int(qa["num_docs"]))
-        ids, cut = left_truncate(encode_prompt(lm, prompt, qa["prompt_bos"]), budget)
+        q = normalize_question(r.question) if qa.normalize_question else r.question
+        prompt = qa_prompt(q, [(t, x) for _, t, x in d], num_docs=int(qa.num_docs))
+        ids, cut = left_truncate(encode_prompt(lm, prompt, qa.prompt_bos), budget)
         prompts.append(prompt)
         inputs.append(ids)
         truncated.append(cut)
     t0 = time.perf_counter()
-    new = lm.generate(inputs, max_new_tokens=int(qa["max_new_tokens"]), do_sample=False,
+    new = lm.generate(inputs, max_new_tokens=int(qa.max_new_tokens), do_sample=False,
                       batch_size=len(inputs))
     per_q = (time.perf_counter() - t0) / len(inputs)
     out = []
     for r, d, prompt, ids, cut, gen in zip(records, docs, prompts, inputs, truncated, new):
-        if qa["strip_prompt"] == "chars":
+        if qa.strip_prompt == "chars":
             text = strip_by_chars(lm.tokenizer.decode(ids + gen, skip_special_tokens=True,
                                                       clean_up_tokenization_spaces=False), prompt)
         else:

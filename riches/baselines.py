@@ -1,4 +1,4 @@
-"""The RICHES paper's baselines (§5.4) and the per-question record every method writes.
+"""The RICHES paper's retrieve-then-read baselines (§5.4).
 
 - dense_reader: retriever top-k + few-shot reader; k = the rounded mean number of keys of the
   matching RICHES run (`k: auto`) or a number.
@@ -11,51 +11,50 @@ from __future__ import annotations
 import csv
 import logging
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from tqdm import tqdm
 
-from ragrepro.data.records import QARecord
-from ragrepro.metrics.qa import em_squad, f1_squad
+from ragrepro.retrieval import Hit, Retriever
+from ragrepro.tracking import Run
 
 from . import markers
 from .beam import BeamConfig, HFStepModel, beam_search
 from .constraint import KeyConstraint, vocab_size_of
 from .index import SuffixIndex
+from .inputs import Inputs
 from .prompts import iterative_demo, reader_prompt
+from .records import sample_record
+from .settings import DenseSettings, IterativeSettings
 
 log = logging.getLogger(__name__)
 
 
-def sample_record(rec: QARecord, answer: str, evidence: str, titles: list[str],
-                  extra: dict) -> dict[str, Any]:
-    gold = {t for t in rec.gold_titles}
-    return {"qid": rec.qid, "question": rec.question, "answers": rec.answers, "hops": rec.hops,
-            "gold_titles": rec.gold_titles, "prediction": answer, "evidence": evidence,
-            "retrieved_titles": titles,
-            "f1_squad": f1_squad(answer, rec.answers), "em_squad": em_squad(answer, rec.answers),
-            "gold_title_recall": (len(gold & set(titles)) / len(gold)) if gold else None,
-            **extra}
+@dataclass(frozen=True)
+class RowMatch:
+    """The cells of the RICHES row a `k: auto` baseline takes its k from."""
+
+    dataset: str
+    model: str
+    limit: int | None
+    hops: int | None
 
 
-# -- baselines --------------------------------------------------------------------------------
-def auto_k(cfg: DictConfig, default: int) -> tuple[int, str]:
+def auto_k(csv_path: Path, match: RowMatch, default: int) -> tuple[int, str]:
     """k = rounded mean number of keys of the finished RICHES run on the same dataset and
     model in this experiment's CSV (the paper matches k to RICHES's mean, §5.4)."""
-    from ragrepro.paths import results_dir
-
-    path = Path(cfg.get("results_dir") or results_dir()) / f"{cfg.name}.csv"
-    if path.exists():
-        with open(path, newline="", encoding="utf-8") as f:
+    if csv_path.exists():
+        with open(csv_path, newline="", encoding="utf-8") as f:
             rows = [r for r in csv.DictReader(f) if r.get("riches_method") == "riches"
-                    and r.get("dataset") == cfg.dataset.name and r.get("model") == cfg.model.name
-                    and str(r.get("limit")) == str(cfg.get("limit"))
-                    and r.get("dataset_hops", "") == _csv_str(cfg.dataset.get("hops"))]
+                    and r.get("dataset") == match.dataset and r.get("model") == match.model
+                    and str(r.get("limit")) == str(match.limit)
+                    and r.get("dataset_hops", "") == _csv_str(match.hops)]
         if rows and rows[-1].get("keys_per_answer"):
             return max(1, round(float(rows[-1]["keys_per_answer"]))), f"riches run {rows[-1]['run_id']}"
     log.warning("k=auto: no finished RICHES run in %s for this dataset/model; using k=%d",
-                path, default)
+                csv_path, default)
     return default, "default"
 
 
@@ -63,80 +62,94 @@ def _csv_str(v: Any) -> str:
     return "" if v is None else str(v)
 
 
-def run_dense(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
-    from tqdm import tqdm
+def dense_k(dense: DenseSettings, csv_path: Path, match: RowMatch) -> tuple[int, str]:
+    if str(dense.k) == "auto":
+        return auto_k(csv_path, match, int(dense.k_default))
+    return int(dense.k), "config"
 
-    from ragrepro.retrieval import retriever_from_config
 
-    rc = cfg.riches
-    k, k_source = (auto_k(cfg, int(rc.dense.k_default)) if str(rc.dense.k) == "auto"
-                   else (int(rc.dense.k), "config"))
-    retriever = retriever_from_config(cfg)
-    todo = [r for r in records if r.qid not in done]
+def run_dense(run: Run, inputs: Inputs, retriever: Retriever, k: int,
+              max_new_tokens: int) -> None:
+    """Retrieve k passages per question, then read them with the few-shot reader prompt."""
+    lm = inputs.lm
     with run.timed("retrieve"):
-        all_hits = retriever.search([r.question for r in todo], k=k) if todo else []
-    for rec, hits in tqdm(list(zip(todo, all_hits)), desc="dense_reader"):
+        all_hits = retriever.search([r.question for r in inputs.todo], k=k) if inputs.todo else []
+    for rec, hits in tqdm(list(zip(inputs.todo, all_hits)), desc="dense_reader"):
         t0 = time.perf_counter()
-        prompt = reader_prompt(pcfg, corpus_text, [(h.title, h.text) for h in hits], rec.question)
+        prompt = reader_prompt(inputs.prompt, inputs.corpus_text,
+                               [(h.title, h.text) for h in hits], rec.question)
         with run.timed("read"):
-            out = lm.generate([lm.encode(prompt)], max_new_tokens=int(rc.reader_max_new_tokens))[0]
+            out = lm.generate([lm.encode(prompt)], max_new_tokens=max_new_tokens)[0]
         answer = lm.decode(out, skip_special_tokens=True).split("\n")[0].strip()
         evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
         run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
             "n_keys": len(hits), "seconds": time.perf_counter() - t0,
             "hits": [{"pid": h.pid, "title": h.title, "score": h.score} for h in hits]}))
-    return {"k": k, "k_source": k_source, "retriever": cfg.retriever.name}
 
 
-def run_iterative(cfg, run, lm, docs, corpus_text, pcfg, records, done) -> dict[str, Any]:
-    from tqdm import tqdm
+@dataclass(frozen=True)
+class LineReader:
+    """Greedy decoding of one line after the self-ask demonstrations (no constraint)."""
 
-    from ragrepro.retrieval import retriever_from_config
+    inputs: Inputs
+    demo_ids: list[int]
+    step_model: HFStepModel
+    free: KeyConstraint
+    line_cfg: BeamConfig
 
-    rc = cfg.riches
-    retriever = retriever_from_config(cfg)
-    demo = iterative_demo(pcfg, corpus_text)
-    demo_ids = lm.encode(demo)
-    step_model = HFStepModel(lm.model, lm.device)
-    free = KeyConstraint(index=SuffixIndex.build([[0]], vocab_size_of(lm.tokenizer)),
-                         spec=markers.MarkerSpec((-1,), (-2,)), vocab_size=vocab_size_of(lm.tokenizer),
-                         start_at_word=False, enabled=False)
-    line_cfg = BeamConfig(beam_size=1, adaptive=True, max_new_tokens=int(rc.iterative.max_new_tokens),
-                          stop_strings=("\n",))
-    decode = lambda ids: lm.decode(ids)
-    eos = [t for t in {lm.eos_id} if t is not None]
-    for rec in tqdm([r for r in records if r.qid not in done], desc="iterative"):
+    @classmethod
+    def build(cls, inputs: Inputs, max_new_tokens: int) -> LineReader:
+        lm = inputs.lm
+        vocab = vocab_size_of(lm.tokenizer)
+        free = KeyConstraint(index=SuffixIndex.build([[0]], vocab),
+                             spec=markers.MarkerSpec((-1,), (-2,)), vocab_size=vocab,
+                             start_at_word=False, enabled=False)
+        line_cfg = BeamConfig(beam_size=1, adaptive=True, max_new_tokens=max_new_tokens,
+                              stop_strings=("\n",))
+        return cls(inputs, lm.encode(iterative_demo(inputs.prompt, inputs.corpus_text)),
+                   HFStepModel(lm.model, lm.device), free, line_cfg)
+
+    def line(self, history: str) -> str:
+        lm = self.inputs.lm
+        eos = [t for t in {lm.eos_id} if t is not None]
+        ids = self.demo_ids + lm.encode(history, add_bos=False)
+        hyp = beam_search(self.step_model, ids, self.free, self.line_cfg, lm.decode, eos, None,
+                          len(self.demo_ids))[0]
+        return lm.decode([t for t in hyp.tokens if t not in eos]).split("\n")[0].strip()
+
+
+def ask_iteratively(reader: LineReader, retriever: Retriever, question: str,
+                    max_steps: int) -> tuple[str, list[Hit], int, str]:
+    """(answer, retrieved hits, follow-up steps, trace) of one question."""
+    history = f"Question: {question}\n"
+    hits: list[Hit] = []
+    steps = 0
+    while True:
+        force = steps >= max_steps
+        line = reader.line(history + ("Answer:" if force else ""))
+        if force:
+            return line, hits, steps, history
+        if line.startswith("Answer:"):
+            return line[len("Answer:"):].strip(), hits, steps, history
+        query = line[len("Follow-up:"):].strip() if line.startswith("Follow-up:") else line
+        found = retriever.search([query], k=1)[0] if query else []
+        if not found:  # nothing to ask or nothing found: force the answer
+            steps = max_steps
+            continue
+        hits.append(found[0])
+        history += f"Follow-up: {query}\nEvidence: {found[0].title}. {found[0].text}\n"
+        steps += 1
+
+
+def run_iterative(run: Run, inputs: Inputs, retriever: Retriever,
+                  it: IterativeSettings) -> None:
+    reader = LineReader.build(inputs, it.max_new_tokens)
+    for rec in tqdm(inputs.todo, desc="iterative"):
         t0 = time.perf_counter()
-        history = f"Question: {rec.question}\n"
-        hits_all: list = []
-        answer = ""
-        steps = 0
-        while True:
-            force = steps >= int(rc.iterative.max_steps)
-            tail = history + ("Answer:" if force else "")
-            ids = demo_ids + lm.encode(tail, add_bos=False)
-            hyp = beam_search(step_model, ids, free, line_cfg, decode, eos, None, len(demo_ids))[0]
-            line = lm.decode([t for t in hyp.tokens if t not in eos]).split("\n")[0].strip()
-            if force:
-                answer = line
-                break
-            if line.startswith("Answer:"):
-                answer = line[len("Answer:"):].strip()
-                break
-            query = line[len("Follow-up:"):].strip() if line.startswith("Follow-up:") else line
-            if not query:
-                steps = int(rc.iterative.max_steps)
-                continue
-            found = retriever.search([query], k=1)[0]
-            if not found:
-                steps = int(rc.iterative.max_steps)
-                continue
-            hit = found[0]
-            hits_all.append(hit)
-            history += f"Follow-up: {query}\nEvidence: {hit.title}. {hit.text}\n"
-            steps += 1
-        evidence = " ".join(f"{h.title}. {h.text}" for h in hits_all)
-        run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits_all], {
-            "n_keys": len(hits_all), "steps": steps,
+        answer, hits, steps, history = ask_iteratively(reader, retriever, rec.question,
+                                                       it.max_steps)
+        evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
+        run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
+            "n_keys": len(hits), "steps": steps,
             "trace": history, "seconds": time.perf_counter() - t0}))
-    return {"k": 1, "retriever": cfg.retriever.name, "max_steps": int(rc.iterative.max_steps)}
+

@@ -11,6 +11,8 @@ scores each token by its log-probability renormalised over the allowed set.
 """
 from __future__ import annotations
 
+import copy
+import inspect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -63,9 +65,6 @@ class HFStepModel:
     only the question is prefilled."""
 
     def __init__(self, model: Any, device: str = "cpu") -> None:
-        import copy
-        import inspect
-
         self.model = model
         self.device = device
         self.cache: Any = None

@@ -29,8 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+from pydivsufsort import divsufsort
 
 from ragrepro.errors import ConfigError, DataError
+from ragrepro.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +97,6 @@ def concat_keys(keys: Sequence[Sequence[int]], sep: int, dtype: np.dtype) -> tup
 
 
 def suffix_array(text: np.ndarray) -> np.ndarray:
-    from pydivsufsort import divsufsort
-
     if len(text) == 0:
         return np.zeros(0, dtype=np.int32)
     return divsufsort(np.ascontiguousarray(text))
@@ -309,8 +309,6 @@ def build_or_load(key_texts: Sequence[str], key_doc: Sequence[int], tokenize, vo
                   fingerprint_extra: dict, cache_root: Path | None = None) -> SuffixIndex:
     """Load the cached index for these keys and this tokenizer, or build and cache it.
     `tokenize(list[str]) -> list[list[int]]` must be the decoding-time key tokenisation."""
-    from ragrepro.paths import cache_dir
-
     if len(key_texts) != len(key_doc):
         raise ConfigError(f"{len(key_texts)} keys but {len(key_doc)} document ids.")
     fp = keys_fingerprint(key_texts, key_doc, {**fingerprint_extra, "vocab": vocab_size,

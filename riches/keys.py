@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+import pysbd
+
 from ragrepro.data.records import Passage
-from ragrepro.errors import ConfigError
+from ragrepro.errors import ConfigError, unknown_name
 
 KEY_TYPES = ("title", "title_paragraph", "paragraph", "sentence", "proposition")
 
@@ -36,8 +38,6 @@ class KeyCorpus:
 
 @lru_cache(maxsize=1)
 def _segmenter():
-    import pysbd
-
     return pysbd.Segmenter(language="en", clean=False)
 
 
@@ -88,8 +88,6 @@ def build_keys(key_type: str, docs: Sequence[Passage], title_sep: str = " | ",
         for text, doc in propositions:
             add(text, doc)
     else:
-        from ragrepro.errors import unknown_name
-
         raise unknown_name("RICHES key type", key_type, KEY_TYPES)
     return KeyCorpus(key_type, keys, key_doc, docs)
 

@@ -1,4 +1,6 @@
-"""Few-shot prompts (conf/riches/prompts/*.yaml) assembled as token ids.
+"""Few-shot prompts assembled as token ids. The prompts themselves are config: Hydra composes
+conf/riches/prompts/*.yaml into `riches.prompts` (conf/riches/base.yaml), and the pipeline
+hands them here as mappings.
 
 A RICHES prompt is built segment by segment: free text is tokenised on its own, markers are
 their fixed token ids and keys are tokenised exactly as the index stores them (" " + key). So
@@ -9,26 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from ragrepro.errors import ConfigError
-from ragrepro.paths import CONF_DIR
 
 from .keys import split_sentences
-
-PROMPT_DIR = CONF_DIR / "riches" / "prompts"
-
-
-def load_prompt(name: str) -> dict:
-    import yaml
-
-    path = Path(name) if Path(name).suffix == ".yaml" else PROMPT_DIR / f"{name}.yaml"
-    if not path.exists():
-        choices = sorted(p.stem for p in PROMPT_DIR.glob("*.yaml"))
-        raise ConfigError(f"RICHES prompt {name!r} not found at {path}; choose one of {choices} "
-                          f"or give a path to a .yaml file.")
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
 def example_key(step: Mapping[str, Any], key_type: str, corpus_text: Mapping[str, str],

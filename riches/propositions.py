@@ -16,10 +16,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from ragrepro.data.records import Passage
 from ragrepro.errors import DataError
 from ragrepro.hashing import hash_obj
 from ragrepro.io import iter_jsonl
+
+from .keys import split_sentences
 
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -60,10 +64,6 @@ def lm_propositions(lm: Any, passages: Sequence[Passage], prompt_cfg: dict, cach
                     min_overlap: float = 0.7) -> dict[str, list[tuple[str, str]]]:
     """{pid: [(proposition, how)]}: one stand-alone rewrite per sentence, generated only for
     sentences not in the cache (one JSONL line per sentence)."""
-    from tqdm import tqdm
-
-    from .keys import split_sentences
-
     key = hash_obj({"model": lm.name, "revision": lm.revision, "prompt": prompt_cfg,
                     "max_new_tokens": max_new_tokens})
     done: dict[str, str] = {}

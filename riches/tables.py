@@ -41,6 +41,15 @@ def fill_soft_score(row: dict[str, str], runs: Path) -> dict[str, str]:
     return row
 
 
+def fill_row(row: dict[str, str], runs: Path) -> dict[str, str]:
+    """The RICHES row hook: the soft AutoAIS score, and the judge-accuracy label of an
+    llm-judge row that predates it (docs/autoais.md)."""
+    if str(row.get("autoais_scorer", "")).startswith("llm-judge") \
+            and not row.get("autoais_judge_accuracy"):
+        row["autoais_judge_accuracy"] = "not recorded (an older row)"
+    return fill_soft_score(row, runs)
+
+
 def write_table(table: str, results: Path) -> tuple[Path, Path]:
     if table not in TABLES:
         raise DataError(f"unknown RICHES table {table!r}; use one of {sorted(TABLES)}.")

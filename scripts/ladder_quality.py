@@ -49,18 +49,15 @@ def texts(n_prose: int, max_tokens_hint: int) -> list[tuple[str, str]]:
 
 
 def run(dtype: str, max_tokens: int, n_prose: int) -> dict:
-    from omegaconf import OmegaConf
+    from ragrepro.named_configs import load_model
 
-    from ralm.lm_eval import load_model_by_name
-
-    cfg = OmegaConf.create({"dtype": dtype, "device": "cpu"})
     items = texts(n_prose, max_tokens)
     scores: dict[str, list[np.ndarray]] = {}
     ids_of: dict[str, list[list[int]]] = {}
     timing = {}
     for name in MODELS:
         t = time.time()
-        lm, _ = load_model_by_name(cfg, name)
+        lm, _ = load_model(name, dtype, "cpu")
         timing[f"{name}_load_s"] = round(time.time() - t, 1)
         ids = [lm.encode(x, add_bos=False)[:max_tokens] for _, x in items]
         t = time.time()

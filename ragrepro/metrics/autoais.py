@@ -15,8 +15,10 @@ Substitutes, never reported under the name `autoais`:
   `autoais_substitute`, settings `autoais_substitute=t5:<model>`.
 - `nli`: an AutoModelForSequenceClassification NLI model (entailment probability); the
   result key is `autoais_substitute` with settings `autoais_substitute=nli:<model>`.
-- `llm-judge`: an offline yes/no judge with a causal LM (the embedded SmolLM2 / Gemma);
-  result key `autoais_substitute`, settings `autoais_substitute=llm-judge:<model>`.
+- `llm-judge` (ragrepro/metrics/llm_judge.py): an offline yes/no judge with a causal LM (the
+  run's own or a `judge_model`); result key `autoais_substitute`, settings
+  `autoais_substitute=llm-judge:<model>` and `autoais_judge_accuracy` (its accuracy on the
+  hand-checked set, ragrepro/metrics/judge_set.py).
 """
 from __future__ import annotations
 
@@ -29,6 +31,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError
+
+# the llm-judge lives in its own module; re-exported here, where callers have always found it
+from .llm_judge import JUDGE_PROMPT, LLMJudgeScorer, judge_prompt  # noqa: F401
 from .registry import register_metric
 
 log = logging.getLogger(__name__)
@@ -37,10 +42,6 @@ TRUE_MODEL = "google/t5_xxl_true_nli_mixture"
 HYPOTHESIS = "The answer to the question '{question}' is '{answer}'"
 T5_INPUT = "premise: {premise} hypothesis: {hypothesis}"
 PASSAGE_FORMATS = ("heading", "alce", "text")
-JUDGE_PROMPT = ("Passage: {premise}\n\nQuestion: {question}\nProposed answer: {answer}\n\n"
-                "Does the passage support the proposed answer to the question? "
-                "Answer yes or no.\nAnswer:")
-JUDGE_YES, JUDGE_NO = " yes", " no"
 
 
 # ---- pure helpers --------------------------------------------------------------------
@@ -63,10 +64,6 @@ def hypothesis(question: str, answer: str) -> str:
 def t5_input(premise: str, question: str, answer: str) -> str:
     """The exact TRUE / Attributed-QA input string."""
     return T5_INPUT.format(premise=premise, hypothesis=hypothesis(question, answer))
-
-
-def judge_prompt(premise: str, question: str, answer: str) -> str:
-    return JUDGE_PROMPT.format(premise=premise, question=question, answer=answer)
 
 
 def decoded_is_entailment(decoded: str) -> bool:
@@ -226,48 +223,6 @@ def entailment_label(config: Any) -> int:
     return hits[0]
 
 
-class LLMJudgeScorer:
-    """Offline substitute: a causal LM answers yes/no; score = P(yes | yes or no) from the
-    log-probabilities of " yes" and " no" after `JUDGE_PROMPT`. Not AutoAIS."""
-
-    backend = "llm-judge"
-
-    def __init__(self, lm: Any, threshold: float = 0.5, batch_size: int = 8):
-        self.lm, self.threshold, self.batch_size = lm, threshold, batch_size
-
-    def settings(self) -> dict[str, Any]:
-        return {"autoais_backend": self.backend, "autoais_substitute": f"llm-judge:{self.lm.name}",
-                "autoais_threshold": self.threshold, "autoais_judge_prompt": JUDGE_PROMPT}
-
-    def score_prompts(self, prompts: Sequence[str]) -> list[dict[str, Any]]:
-        rows, starts = [], []
-        for p in prompts:
-            prefix = self.lm.encode(p)
-            for cand in (JUDGE_YES, JUDGE_NO):
-                full = self.lm.encode(p + cand)
-                # score the continuation tokens (tokenisation of the boundary may merge)
-                common = _common_prefix(prefix, full)
-                rows.append(full)
-                starts.append(max(1, common))
-        lps = self.lm.score_targets(rows, starts, batch_size=self.batch_size)
-        out = []
-        for i in range(len(prompts)):
-            yes, no = float(lps[2 * i].sum()), float(lps[2 * i + 1].sum())
-            score = 1.0 / (1.0 + math.exp(no - yes))
-            out.append({"nli_score": score, "logp_yes": yes, "logp_no": no,
-                        "attributed": score > self.threshold})
-        return out
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 # ---- the evaluator -------------------------------------------------------------------
 class AutoAIS:
     """Batched AutoAIS over AttributionItems with any backend above."""
@@ -323,14 +278,20 @@ def load_autoais(backend: str = "t5", model: str = TRUE_MODEL, mode: str = "prob
                  threshold: float = 0.5, batch_size: int = 8, dtype: str = "bfloat16",
                  device: str | None = "auto", passage_format: str = "heading",
                  lm: Any = None, device_map: str | None = None,
-                 max_input_tokens: int | None = None, **_: Any) -> AutoAIS:
+                 max_input_tokens: int | None = None, judge_model: Any = None,
+                 judge_threshold: float | None = None, **_: Any) -> AutoAIS:
     """Build an AutoAIS evaluator. The 11B TRUE checkpoint is loaded in bfloat16, as ALCE does
-    (45.5 GB in fp32); `lm` is a loaded ragrepro LM for the llm-judge substitute."""
+    (45.5 GB in fp32). llm-judge: the judge is `judge_model` when given (a composed model
+    node: a loaded LM, a partial that loads it, or its config), else `lm`, the run's own LM;
+    it decides with `judge_threshold` (calibrated for that judge) when given, else
+    `threshold`. t5/nli ignore both."""
     if backend == "llm-judge":
-        if lm is None:
+        judge = lm if judge_model is None else _judge_lm(judge_model)
+        if judge is None:
             raise ConfigError("AutoAIS backend llm-judge needs a loaded LM (e.g. the embedded "
-                              "smollm2-135m).")
-        return AutoAIS(LLMJudgeScorer(lm, threshold, batch_size), passage_format)
+                              "smollm2-135m) or a judge_model.")
+        cut = threshold if judge_threshold is None else float(judge_threshold)
+        return AutoAIS(LLMJudgeScorer(judge, cut, batch_size), passage_format)
     if backend not in ("t5", "nli"):
         raise ConfigError(f"AutoAIS backend={backend!r}; use t5, nli or llm-judge.")
     from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
@@ -347,3 +308,16 @@ def load_autoais(backend: str = "t5", model: str = TRUE_MODEL, mode: str = "prob
                                    max_input_tokens, dev), passage_format)
     return AutoAIS(NLIClassifierScorer(net, tok, model, threshold, batch_size, dev),
                    passage_format)
+
+
+def _judge_lm(judge_model: Any) -> Any:
+    """The judge LM from what Hydra composed: an LM, a partial (loaded only now, after the
+    run's own decoding), or a plain config mapping with `_target_` (the legacy cfg path)."""
+    from collections.abc import Mapping
+
+    if isinstance(judge_model, Mapping):
+        from hydra.utils import instantiate
+
+        judge_model = instantiate(dict(judge_model))
+    return judge_model() if callable(judge_model) and not hasattr(judge_model, "encode") \
+        else judge_model

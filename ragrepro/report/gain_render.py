@@ -173,10 +173,22 @@ def settings_lines(rows: list[Row], spec: dict[str, Any], extra: list[str]) -> l
     lines.append("Code version: " + codes[0] + "." if len(codes) == 1 else
                  "Code versions differ between rows: " + ", ".join(codes) +
                  " (see code_version in the summary CSV).")
+    if any(r.get("wall_s") not in (None, "") for r in rows):
+        lines.append(time_line(rows, key))
     scorer = spec["scorer_line"]
     zs = sorted({str(r.get(scorer["column"])) for r in rows if r[key] == scorer["rows"]})
     lines.append(scorer["text"].format(values=", ".join(zs) or "-"))
     return lines
+
+
+def time_line(rows: list[Row], key: str) -> str:
+    """Measured seconds per cell (the run's stage timings: loading, retrieval, reranker
+    training, evaluation), so a reader can size a rerun; they depend on the machine's load."""
+    timed = [r for r in rows if r.get("wall_s") not in (None, "")]
+    cells = "; ".join(f"{r['model']} {r[key]} {float(r['wall_s']):.0f}" for r in timed)
+    total = sum(float(r["wall_s"]) for r in timed)
+    return (f"Time per cell (s, sum of the run's stage timings): {cells}; total "
+            f"{total / 60:.1f} min.")
 
 
 def paper_lines(spec: dict[str, Any]) -> list[str]:

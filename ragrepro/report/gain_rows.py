@@ -123,6 +123,7 @@ def _row(r: Run, runs: list[Run], spec: dict[str, Any], st: StatsSettings) -> di
         **{k: v for k, v in s.items() if k not in ("model", key)},
         "git_commit": (r.get("metadata") or {}).get("git_commit"),
         "code_version": code_version(r),
+        "wall_s": round(sum(r["timings_s"].values()), 1) if r.get("timings_s") else None,
         "run_id": r.get("run_id")}
 
 

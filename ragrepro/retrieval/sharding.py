@@ -10,13 +10,18 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-from omegaconf import DictConfig
 
+from ..deferred import Deferred
 from ..errors import ConfigError
 from ..pipeline import Result
 from ..tracking import Run
+from .corpus import Corpus
+
+if TYPE_CHECKING:
+    from .dense import DenseRetriever
 
 log = logging.getLogger(__name__)
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -43,40 +48,42 @@ def part_files(n_files: int, part: int, parts: int) -> range:
     return range(start, start + base + (1 if part < extra else 0))
 
 
-def _retriever(cfg: DictConfig):
-    from . import build_corpus, build_retriever
+def dense_retriever(retriever: Deferred, corpus: Corpus, first_passages: int | None,
+                    shard_size: int) -> DenseRetriever:
+    """The dense retriever over the corpus (or its first N passages), writing files of
+    `shard_size` passages."""
     from .corpus import corpus_from_passages
     from .dense import DenseRetriever
 
-    corpus = build_corpus(cfg.corpus)
-    first = cfg.encode.get("first_passages")
-    if first:  # a deterministic prefix, for tests and trial runs (part of the run id)
-        corpus = corpus_from_passages(f"{corpus.name}-first{int(first)}",
-                                      corpus.passages[:int(first)])
-    retriever = build_retriever(cfg.retriever, corpus)
-    if not isinstance(retriever, DenseRetriever):
+    if first_passages:  # a deterministic prefix, for tests and trial runs (part of the run id)
+        corpus = corpus_from_passages(f"{corpus.name}-first{int(first_passages)}",
+                                      corpus.passages[:int(first_passages)])
+    built = retriever.build(corpus=corpus)
+    if not isinstance(built, DenseRetriever):
         raise ConfigError(f"experiment=core/encode_shards encodes with a dense retriever; "
-                          f"retriever={cfg.retriever.get('name')!r} is not one. Use e.g. "
+                          f"retriever={retriever.name!r} is not one. Use e.g. "
                           f"retriever=dense-minilm or retriever=contriever.")
-    retriever.shard_size = int(cfg.encode.shard_size)
-    return retriever
+    built.shard_size = int(shard_size)
+    return built
 
 
-def run(cfg: DictConfig, run: Run) -> Result:
-    retriever = _retriever(cfg)
-    settings = {"shard": str(cfg.shard), "corpus": retriever.corpus.name,
-                "retriever": retriever.name, "shard_size": retriever.shard_size}
-    if str(cfg.shard) == "merge":
-        return Result(metrics=_merge(retriever, cfg), settings=settings)
-    part, parts = parse_shard(cfg.shard)
+def run(run: Run, *, corpus: Corpus, retriever: Deferred, shard: str, index_out: str | None,
+        first_passages: int | None, shard_size: int) -> Result:
+    """Encode part `shard` (i/n) of the corpus, or merge the parts (`shard=merge`)."""
+    dense = dense_retriever(retriever, corpus, first_passages, shard_size)
+    settings = {"shard": str(shard), "corpus": dense.corpus.name,
+                "retriever": dense.name, "shard_size": dense.shard_size}
+    if str(shard) == "merge":
+        return Result(metrics=_merge(dense, index_out), settings=settings)
+    part, parts = parse_shard(str(shard))
     with run.timed("encode"):
-        files = retriever.encode_part(part, parts)
+        files = dense.encode_part(part, parts)
     n = sum(int(np.load(p, mmap_mode="r").shape[0]) for p in files)  # vectors on disk
     return Result(metrics={"passages": n, "files": len(files)},
-                  settings=settings, extra={"embeddings": str(retriever.embeddings_dir())})
+                  settings=settings, extra={"embeddings": str(dense.embeddings_dir())})
 
 
-def _merge(retriever, cfg: DictConfig) -> dict:
+def _merge(retriever: DenseRetriever, index_out: str | None) -> dict:
     missing = retriever.missing_shards()
     if missing:
         raise ConfigError(f"Cannot merge: embedding files {missing} of "
@@ -84,7 +91,7 @@ def _merge(retriever, cfg: DictConfig) -> dict:
                           f"(finished ones are skipped), e.g. `ragrepro -m "
                           f"experiment=core/encode_shards shard=0/N,...,N-1/N` with the same "
                           f"settings.")
-    out = cfg.get("index_out") or str(retriever.embeddings_dir() / "index.faiss")
+    out = index_out or str(retriever.embeddings_dir() / "index.faiss")
     path = retriever.save_index(Path(out))
     log.info("Merged %d embedding files into %s", len(retriever.shard_paths()), path)
     return {"ntotal": len(retriever.corpus), "files": len(retriever.shard_paths()),

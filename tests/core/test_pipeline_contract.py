@@ -1,5 +1,5 @@
 """The core pipeline contract: Hydra builds the pipeline and its components, the runner calls
-`pipeline(run=run)`; legacy `fn(cfg, run)` targets are listed until they are converted."""
+`pipeline(run=run)`; every experiment's pipeline is typed (no `fn(cfg, run)` left)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -65,32 +65,38 @@ def test_legacy_detection():
     assert is_legacy(old) and not is_legacy(toy_pipeline)
 
 
-def _experiment_targets() -> dict[str, str]:
-    out = {}
-    for path in sorted((CONF / "experiment").rglob("*.yaml")):
-        node = OmegaConf.load(path)
-        target = OmegaConf.select(node, "pipeline._target_")
-        if target:
-            out[str(path.relative_to(CONF / "experiment"))] = str(target)
-    return out
+def _experiment_names() -> list[str]:
+    base = CONF / "experiment"
+    return sorted(str(p.relative_to(base).with_suffix("")) for p in base.rglob("*.yaml"))
 
 
-# Experiments whose pipeline still takes the whole config; shrinks to empty (issue 15).
-LEGACY_TARGETS = {"ralm.lm_eval.run", "ralm.qa.run", "filco.pipeline.run",
-                  "filco.table2.run_retrieval", "riches.pipeline.run", "ragrepro.smoke.run",
-                  "ragrepro.retrieval.sharding.run"}
+def test_every_experiment_composes_to_a_typed_pipeline():
+    from hydra import compose, initialize_config_dir
+
+    targets = {}
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for name in _experiment_names():
+            cfg = compose(config_name="config", overrides=[f"experiment={name}"])
+            targets[name] = pipeline_callable(cfg)
+    legacy = sorted(n for n, fn in targets.items() if is_legacy(fn))
+    assert len(targets) >= 40 and not legacy, f"pipelines taking the whole config: {legacy}"
 
 
-def test_legacy_targets_only_shrink():
-    from hydra.utils import get_object
-
-    legacy = {t for t in set(_experiment_targets().values()) if is_legacy(get_object(t))}
-    assert legacy <= LEGACY_TARGETS, f"new legacy pipelines: {legacy - LEGACY_TARGETS}"
-    assert LEGACY_TARGETS <= legacy, f"converted, remove from LEGACY_TARGETS: {LEGACY_TARGETS - legacy}"
-
-
-def test_unknown_settings_key_is_a_config_error():
-    cfg = _cfg()
-    cfg.settings.scael = 1.0  # a misspelt key must not be ignored
-    with pytest.raises(ConfigError, match="scael"):
+def test_a_legacy_target_is_refused_with_the_fix():
+    cfg = OmegaConf.create({"pipeline": {"_target_": f"{__name__}.old_style"}})
+    with pytest.raises(ConfigError, match="takes the whole config"):
         build_pipeline(cfg)
+
+
+def old_style(cfg, run):
+    return None
+
+
+def test_renamed_groups_are_checked_before_loading():
+    from ragrepro.configcheck import check_overrides
+
+    with pytest.raises(ConfigError, match="Did you mean 'smollm2-135m'"):
+        check_overrides(["scorer=smolm2"])
+    with pytest.raises(ConfigError, match="Unknown riches/method 'dense'"):
+        check_overrides(["riches/method=riches,dense"])
+    check_overrides(["riches/method=riches,iterative", "scorer=self"])

@@ -19,7 +19,7 @@ from ragrepro.report.tables import build_table
 from ragrepro.runner import execute
 from ragrepro.tracking import read_csv
 
-TINY = ["model=tiny-t5-random", "filco.eval_data.limit=2", "filco.train_data.limit=4",
+TINY = ["model=tiny-t5-random", "limit=2", "train_dataset.limit=4",
         "filco.train.common.max_steps=1", "filco.gen_max_new_tokens=4",
         "filco.ctx_max_new_tokens=8", "wandb.mode=disabled", "device=cpu"]
 
@@ -40,7 +40,7 @@ def results(tmp_path_factory) -> Path:
         _run(root, "filco/fig4", f"filco.setting={setting}", *TINY)
     for setting in ("full", "silver"):
         _run(root, "filco/table3", f"filco.setting={setting}", *TINY)
-    _run(root, "filco/table2", "filco.k=1", "filco.eval_data.limit=6", "wandb.mode=disabled")
+    _run(root, "filco/table2", "filco.k=1", "limit=6", "wandb.mode=disabled")
     return root
 
 
@@ -124,8 +124,8 @@ def test_local_qa_file_row_names_local_qa(tmp_path):
     data = tmp_path / "qa.jsonl"
     data.write_text(json.dumps({"qid": "a", "question": "What is the capital of Laos?",
                                 "answers": ["Vientiane"]}) + "\n")
-    _run(tmp_path / "res", "filco/table2", "filco.dataset=local_qa",
-         f"filco.eval_data.path={data}", "filco.k=1", "wandb.mode=disabled")
+    _run(tmp_path / "res", "filco/table2", "dataset=local_qa",
+         f"dataset.path={data}", "filco.k=1", "wandb.mode=disabled")
     (r,) = read_csv(tmp_path / "res" / "filco" / "table2.csv")
     assert (r["dataset"], r["split"], r["dataset_path"]) == ("local_qa", "all", str(data))
     assert r["dataset_variant"] == ""

@@ -5,9 +5,11 @@ feed the filter model's predictions, and `test_context=silver_as_released` must 
 released behaviour. Fake models record every prompt they are given."""
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 
 import pytest
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from filco import pipeline
@@ -67,15 +69,15 @@ def setup(tmp_path, monkeypatch):
         return FakeLM("gen" if role.startswith("gen") else role, log), {"role": role}
 
     monkeypatch.setattr(pipeline, "trained_lm", fake_trained_lm)
-    cfg = OmegaConf.create({"seed": 0, "filco": OmegaConf.load(CONF_DIR / "filco" / "default.yaml"),
-                            "retriever": {"name": "fake"}})
+    cfg = OmegaConf.create({"filco": OmegaConf.load(CONF_DIR / "filco" / "default.yaml")})
 
     def make(setting: str, run_id: str | None = None, **over):
         for k, v in over.items():
             OmegaConf.update(cfg, f"filco.{k}", v)
+        settings = replace(instantiate(cfg.filco, _convert_="object"), setting=setting, k=1)
         task = get_task("nq")
-        c = pipeline.Ctx(cfg, cfg.filco, task, MeasureSpec.from_mode("strinc"), 1,
-                         FakeLM("base", log), partial(split_sentences, splitter="pysbd"))
+        c = pipeline.Ctx(settings, task, MeasureSpec.from_mode("strinc"), FakeLM("base", log),
+                         partial(split_sentences, splitter="pysbd"), seed=0)
         run = Run("filco/test", run_id or setting, tmp_path / "results")
         run.start()
         records, _, _ = pipeline.evaluate(c, setting, TRAIN, TEST, run)

@@ -60,7 +60,7 @@ def test_predictive_trains_once_and_is_reused(tmp_path, monkeypatch, smollm):
 
 @pytest.mark.slow
 def test_zeroshot_with_a_separate_scorer_model(tmp_path, monkeypatch, smollm):
-    """ralm.scorer_model (Table 3). The evaluated model renamed (model.name=alias) and the
+    """A separate scorer model (scorer=..., Table 3). The evaluated model renamed (model.name=alias) and the
     scorer loaded from conf/model/smollm2-135m.yaml are the same weights, so the separate
     scorer path (decode the prefix, re-encode with the scorer's tokenizer) must rank the
     documents like the official one-pass path."""
@@ -70,7 +70,7 @@ def test_zeroshot_with_a_separate_scorer_model(tmp_path, monkeypatch, smollm):
     base = TOY + ["ralm.rerank=zeroshot", "ralm.rerank_tokens=8"]
     m_self = execute(compose(base))
     m_other = execute(compose(base + ["model.name=smollm2-alias",
-                                      "ralm.scorer_model=smollm2-135m", "name=ralm/tmp3"]))
+                                      "scorer=smollm2-135m", "name=ralm/tmp3"]))
     assert m_other["n_windows"] == m_self["n_windows"]
 
     def samples(name):

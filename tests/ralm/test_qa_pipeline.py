@@ -7,8 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.deferred import Deferred
+from ragrepro.paths import CONF_DIR
 from ragrepro.retrieval.base import Hit
 from ragrepro.tracking import Run
 from ralm import qa as qa_mod
@@ -72,11 +75,37 @@ def _write_qa(path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def _cfg(path: Path, **qa: Any):
-    return OmegaConf.create({
-        "dataset": {"_target_": "ragrepro.data.loaders.load_qa", "name": "local_qa",
-                    "split": "all", "path": str(path), "limit": None},
-        "retriever": {"name": "fake"}, "corpus": {"name": "fake"}, "qa": qa})
+class Given(Deferred):
+    """A component handed over already built (a fake), in place of a config."""
+
+    def __init__(self, obj: Any, name: str):
+        super().__init__({"_target_": "unused", "name": name})
+        self.obj = obj
+
+    def build(self, **kwargs: Any) -> Any:
+        return self.obj
+
+
+def _records(path: Path, name: str = "local_qa", split: str = "all", limit: int | None = None):
+    return instantiate({"_target_": "ragrepro.data.loaders.load_qa", "name": name,
+                        "split": split, "path": str(path), "limit": limit}, _convert_="all")
+
+
+def _settings(**qa: Any):
+    """conf/ralm/qa.yaml's settings (the defaults live there only), with overrides."""
+    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "qa.yaml").qa, qa)
+    return instantiate(node)
+
+
+def _run_qa(run: Run, path: Path, lm: Any, retriever: Any = None, limit: int | None = None,
+            name: str = "local_qa", split: str = "all", **qa: Any):
+    """The pipeline as Hydra would call it, with the fakes as its components."""
+    from ragrepro.retrieval.corpus import corpus_from_passages
+
+    corpus = Given(corpus_from_passages("fake", []), "fake")
+    return qa_mod.run(run, lm=lm, records=_records(path, name, split, limit),
+                      settings=_settings(**qa), corpus=corpus,
+                      retriever=Given(retriever, "fake"))
 
 
 ANSWERS = {"who wrote Hamlet?": " William Shakespeare", "capital of France?": " Lyon",
@@ -89,7 +118,7 @@ def test_pipeline_scores_and_records(tmp_path):
     lm, ret = FakeLM(ANSWERS), FakeRetriever()
     run = Run("t/qa", "r1", tmp_path / "res")
     run.start()
-    res = qa_mod.run(_cfg(data, num_docs=2), run, lm=lm, retriever=ret)
+    res = _run_qa(run, data, lm, ret, num_docs=2)
     assert res.metrics["em"] == pytest.approx(2 / 3)
     assert res.metrics["num_examples"] == 3 and res.metrics["too_long"] == 0
     # gold title recall over records that have gold titles: q1 hit (Doc 1), q2 miss
@@ -113,7 +142,7 @@ def test_left_truncation_to_context_minus_10(tmp_path):
     lm = FakeLM(ANSWERS, context_size=40)
     run = Run("t/qa", "r2", tmp_path / "res")
     run.start()
-    res = qa_mod.run(_cfg(data, num_docs=0), run, lm=lm)
+    res = _run_qa(run, data, lm, num_docs=0)
     assert res.metrics["too_long"] == 3
     assert all(len(p) == 30 for p in lm.seen)
     full = "Answer these questions:\nQ: who wrote Hamlet?\nA:"
@@ -127,13 +156,13 @@ def test_resume_skips_done_questions(tmp_path):
     run = Run("t/qa", "r3", tmp_path / "res")
     run.start()
     first = FakeLM(ANSWERS)
-    qa_mod.run(OmegaConf.merge(_cfg(data), {"dataset": {"limit": 2}}), run, lm=first)
+    _run_qa(run, data, first, limit=2)
     assert len(first.seen) == 2
     # a crash mid-write leaves a torn line; the rerun repairs it and does q3 only
     with open(run.samples_path, "a") as f:
         f.write('{"qid": "q3", "quest')
     second = FakeLM(ANSWERS)
-    res = qa_mod.run(_cfg(data), run, lm=second)
+    res = _run_qa(run, data, second)
     assert len(second.seen) == 1
     assert [s["qid"] for s in run.done_samples()] == ["q1", "q2", "q3"]
     assert res.metrics["num_examples"] == 3
@@ -146,14 +175,10 @@ def test_dpr_ctxs_are_used_in_order(tmp_path):
                      {"id": "3", "title": "Other", "text": "x", "score": 7}]}
     path = tmp_path / "nq-test.json"
     path.write_text(json.dumps([item]))
-    cfg = OmegaConf.create({"dataset": {"_target_": "ragrepro.data.loaders.load_qa",
-                                        "name": "nq-open-dpr", "split": "test",
-                                        "path": str(path), "limit": None},
-                            "qa": {"num_docs": 2}})
     lm = FakeLM({"who wrote hamlet?": " Shakespeare"})
     run = Run("t/qa", "r4", tmp_path / "res")
     run.start()
-    res = qa_mod.run(cfg, run, lm=lm)
+    res = _run_qa(run, path, lm, name="nq-open-dpr", split="test", num_docs=2)
     s = run.done_samples()[0]
     assert s["doc_titles"] == ["Hamlet", "Play"]
     assert s["has_answer"] == 1.0 and s["em"] == 1.0
@@ -164,12 +189,12 @@ def test_dpr_ctxs_are_used_in_order(tmp_path):
 def test_smollm_closed_book_one_question(tmp_path, smollm):
     """Real model, real prompts: greedy decoding is deterministic and the answer is the first
     line of the new tokens."""
-    cfg = OmegaConf.create({"dataset": {"_target_": "ragrepro.data.loaders.load_qa",
-                                        "name": "vital-qa", "split": "test", "limit": 1},
-                            "qa": {"num_docs": 0}})
     run = Run("t/qa", "r5", tmp_path / "res")
     run.start()
-    res = qa_mod.run(cfg, run, lm=smollm)
+    records = instantiate({"_target_": "ragrepro.data.loaders.load_qa", "name": "vital-qa",
+                           "split": "test", "limit": 1}, _convert_="all")
+    res = qa_mod.run(run, lm=smollm, records=records, settings=_settings(num_docs=0),
+                     corpus=Deferred(None), retriever=Deferred(None))
     samples = run.done_samples()
     assert len(samples) == 1 and res.metrics["num_examples"] == 1
     for s in samples:
@@ -190,7 +215,7 @@ def test_record_with_fewer_docs_than_num_docs_keeps_the_many_docs_template(tmp_p
     data.write_text(json.dumps(row) + "\n")
     run = Run("t/qa", "r9", tmp_path / "res")
     run.start()
-    qa_mod.run(_cfg(data, num_docs=3, doc_source="dataset"), run, lm=FakeLM(ANSWERS))
+    _run_qa(run, data, FakeLM(ANSWERS), num_docs=3, doc_source="dataset")
     (sample,) = run.done_samples()
     assert sample["prompt"] == ("Hamlet\n\nA play.\n\nBased on these texts, answer these "
                                 "questions:\nQ: who wrote Hamlet?\nA:")

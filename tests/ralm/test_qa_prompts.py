@@ -6,7 +6,7 @@ import pytest
 
 from ragrepro.errors import ConfigError
 from ralm.prompts import normalize_question, qa_prompt
-from ralm.qa import first_line, left_truncate, qa_settings, strip_by_chars
+from ralm.qa import first_line, left_truncate, strip_by_chars
 
 
 def test_zero_docs_prompt():
@@ -70,10 +70,22 @@ def test_official_char_stripping():
     assert strip_by_chars(prompt + " Paris\nQ:", prompt) == " Paris\nQ:"
 
 
+def qa_settings(qa: dict):
+    """The QA settings as the pipeline gets them: conf/ralm/qa.yaml (where the defaults
+    live) with `qa` merged in, built by ragrepro.pipeline (errors become ConfigError)."""
+    from omegaconf import OmegaConf
+
+    from ragrepro.paths import CONF_DIR
+    from ragrepro.pipeline import build_pipeline
+
+    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "qa.yaml").qa, qa)
+    return build_pipeline(OmegaConf.create({"qa": node, "pipeline": "${qa}"}))
+
+
 def test_settings_validation():
-    assert qa_settings({})["max_new_tokens"] == 10
-    assert qa_settings({})["context_margin"] == 10
-    with pytest.raises(ConfigError, match="Unknown qa"):
+    assert qa_settings({}).max_new_tokens == 10
+    assert qa_settings({}).context_margin == 10
+    with pytest.raises(ConfigError, match="num_doc"):
         qa_settings({"num_doc": 2})
     with pytest.raises(ConfigError):
         qa_settings({"strip_prompt": "words"})

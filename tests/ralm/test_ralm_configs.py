@@ -56,8 +56,8 @@ def test_paper_scale_defaults_are_the_papers():
     assert r.word_count == "spaces" and r.stream == "joined" and r.retrieval_stride is None
     assert cfg.dataset.name == "wikitext-103" and cfg.retriever.index == "wikipedia-dpr"
     rc = cfg.reranker
-    assert (rc.encoder, rc.lr, rc.batch_size, rc.steps, rc.n_examples, rc.label_model) == \
-        ("roberta-base", 1e-5, 32, 10000, 300000, "gpt2")
+    assert (rc.encoder.name, rc.lr, rc.batch_size, rc.steps, rc.n_examples,
+            cfg.label_model.source) == ("roberta-base", 1e-5, 32, 10000, 300000, "gpt2")
     assert rc.loss == "eq9"
 
 

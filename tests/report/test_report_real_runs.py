@@ -79,8 +79,8 @@ def test_report_on_real_filco_runs(tmp_path):
     from filco.tables import build
 
     res = tmp_path / "results"
-    _cli(res, "experiment=filco/table3", "filco.dataset=vital-qa", "filco.setting=full,silver",
-         "filco.eval_data.limit=3")
+    _cli(res, "experiment=filco/table3", "dataset=vital-qa", "filco.setting=full,silver",
+         "limit=3")
     report = build_report(res)
     assert len(report.runs) == 2
     # every run is somewhere in the FilCo report tables, none is dropped
@@ -95,8 +95,10 @@ def test_report_on_real_riches_runs(tmp_path):
     from riches.tables import write_table
 
     res = tmp_path / "results"
+    # the run's own LM judges (the default judge needs the opt-in ladder weights)
     _cli(res, "experiment=riches/main", "limit=2", "dataset.hops=1",
-         "riches.method=riches,no_retrieval", "riches/keys@riches.key=title")
+         "riches/method=riches,no_retrieval", "riches/keys@riches.key=title",
+         "riches.autoais.judge_model=null", "riches.autoais.judge_threshold=null")
     report = build_report(res)
     assert len(load_runs(res)) == len(report.runs) == 2
     rows = [r for r in _our_rows(report, "riches/main") if r.metric == "f1_squad"]

@@ -1,7 +1,8 @@
 """One builder for every method's results table: the tables it writes are byte-identical to
 the ones the per-method builders wrote (tests/report/golden/, written by the old builders
 from the runs of tests/report/table_fixtures.py), and the committed ladder table is
-regenerated from its committed summary CSV."""
+regenerated from its committed summary CSV. Since the unification the summary CSV also
+carries `wall_s` (the goldens were regenerated for that one column)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -109,3 +110,12 @@ def test_every_results_spec_loads() -> None:
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
             "filco/fig6"} == set(names)
     assert all(load_result_spec(n)["layout"] in ("gain", "runs", "pivot") for n in names)
+
+
+def test_time_line_sums_the_stage_timings() -> None:
+    from ragrepro.report.gain_render import time_line
+
+    rows = [{"model": "m", "rerank": "none", "wall_s": 30.0},
+            {"model": "m", "rerank": "first", "wall_s": 90.4}]
+    assert time_line(rows, "rerank") == ("Time per cell (s, sum of the run's stage timings): "
+                                         "m none 30; m first 90; total 2.0 min.")

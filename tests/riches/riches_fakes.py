@@ -1,14 +1,23 @@
-"""A word-level toy vocabulary and a bigram 'model' whose logits the tests control."""
+"""A word-level toy vocabulary and a bigram 'model' whose logits the tests control; the
+shipped prompts and key settings as the experiments compose them."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from functools import cache
+from typing import Any
 
 import numpy as np
 import torch
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
 
+from ragrepro.paths import CONF_DIR
 from riches.constraint import KeyConstraint, marker_lookalike_ids, word_start_ids
 from riches.index import SuffixIndex
 from riches.markers import MarkerSpec
+from riches.settings import KeySettings
 
 WORDS = ["<pad>", "<eos>", " <<", " >>", " Joker", " is", " played", " by", " Joaquin",
          " Phoenix", " Heath", " Ledger", " Nolan", " Christopher", ".", " answer", "\n\n",
@@ -60,3 +69,20 @@ def table_from(prefs: dict[str, dict[str, float]], default: float = -10.0) -> np
         for nxt, v in row.items():
             t[ID[prev], ID[nxt]] = v
     return t
+
+
+@cache
+def riches_config(*overrides: str) -> DictConfig:
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        return compose("config", overrides=["experiment=riches/main", *overrides])
+
+
+def shipped_prompt(name: str) -> dict[str, Any]:
+    """conf/riches/prompts/<name>.yaml as the experiments compose it (riches.prompts.<name>)."""
+    return OmegaConf.to_container(riches_config().riches.prompts[name], resolve=True)
+
+
+def key_settings(key_type: str, **changes: Any) -> KeySettings:
+    """conf/riches/keys/<key_type>.yaml built into KeySettings, with `changes`."""
+    node = riches_config(f"riches/keys@riches.key={key_type}").riches.key
+    return dataclasses.replace(instantiate(node, _convert_="object"), **changes)

@@ -1,19 +1,19 @@
 """Keys, prompts, propositions, evidence, tables and the bench hook (no model)."""
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 
 import pytest
-from omegaconf import OmegaConf
-from riches_fakes import ID, WORDS, decode, ids, toy_constraint
+from riches_fakes import ID, WORDS, decode, ids, shipped_prompt, toy_constraint
 
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from riches import markers
-from riches.baselines import auto_k
+from riches.baselines import RowMatch, auto_k
+from riches.decoding import analyse_keys, evidence_text
 from riches.keys import KeyCorpus, build_keys, document_frequencies, split_sentences, tfidf_rank
-from riches.pipeline import analyse_keys, evidence_text
-from riches.prompts import example_key, load_prompt, parse_answer
+from riches.prompts import example_key, parse_answer
 from riches.propositions import build_prompt, choose, parse_rewrite, supported
 from riches.tables import build_table, to_markdown
 
@@ -57,7 +57,7 @@ def test_proposition_parsing_and_filter() -> None:
         == ("Joker was created by Bill Finger.", "rewrite")
     assert choose("Stan Lee made Joker in Paris in 1990.", "He was created by Bill Finger.", DOCS[0], 0.7) \
         == ("He was created by Bill Finger.", "sentence")
-    cfg = load_prompt("propositions")
+    cfg = shipped_prompt("propositions")
     prompt = build_prompt(cfg, "Joker", "He was created by Bill Finger.")
     assert prompt.endswith("Article: Joker\nSentence: He was created by Bill Finger.\nStand-alone:")
     assert prompt.count("Stand-alone:") == len(cfg["examples"]) + 1
@@ -91,7 +91,7 @@ def test_shipped_prompts_are_three_shot_and_never_use_test_questions() -> None:
 
     test_qs = {r.question for r in load_qa("vital-qa", split="test")}
     for name, steps in (("single_hop", 1), ("multi_hop", 2)):
-        cfg = load_prompt(name)
+        cfg = shipped_prompt(name)
         assert len(cfg["examples"]) == 3
         assert all(len(ex["steps"]) == steps for ex in cfg["examples"])
         assert all(ex["question"] not in test_qs for ex in cfg["examples"])
@@ -127,14 +127,13 @@ def test_auto_k_reads_the_riches_run(tmp_path) -> None:
         "r1,riches,vital-qa,smollm2-135m,15,1,1.4\n"
         "r2,riches,vital-qa,smollm2-135m,15,2,2.6\n"
         "r3,dense_reader,vital-qa,smollm2-135m,15,2,1\n")
-    cfg = OmegaConf.create({"name": "riches/main", "results_dir": str(tmp_path), "limit": 15,
-                            "dataset": {"name": "vital-qa", "hops": 2},
-                            "model": {"name": "smollm2-135m"}})
-    assert auto_k(cfg, 1) == (3, "riches run r2")
-    cfg.dataset.hops = 1
-    assert auto_k(cfg, 1) == (1, "riches run r1")
-    cfg.model.name = "gemma3-270m"
-    assert auto_k(cfg, 7) == (7, "default")
+    csv_path = tmp_path / "riches" / "main.csv"
+    match = RowMatch(dataset="vital-qa", model="smollm2-135m", limit=15, hops=2)
+    assert auto_k(csv_path, match, 1) == (3, "riches run r2")
+    match = dataclasses.replace(match, hops=1)
+    assert auto_k(csv_path, match, 1) == (1, "riches run r1")
+    match = dataclasses.replace(match, model="gemma3-270m")
+    assert auto_k(csv_path, match, 7) == (7, "default")
 
 
 def test_table_one_row_per_setting_and_refuses_two_runs_of_one_setting() -> None:
@@ -197,7 +196,7 @@ def test_lookup_benchmark_hook_small() -> None:
 
 
 def test_soft_autoais_is_the_mean_score_with_missing_as_zero(tmp_path) -> None:
-    from riches.pipeline import soft_score
+    from riches.attribution import soft_score
     from riches.tables import fill_soft_score
 
     per = [{"nli_score": 0.9}, {"nli_score": None, "missing": "answer"}, {"nli_score": 0.3}]

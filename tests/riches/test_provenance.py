@@ -6,14 +6,17 @@ import hashlib
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from riches_fakes import key_settings, shipped_prompt
 
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
 from ragrepro.paths import CONF_DIR
+from riches.key_index import build_key_corpus, proposition_docs
 from riches.keys import build_keys
-from riches.pipeline import build_key_corpus, proposition_docs, sample_metrics
 from riches.provenance import keys_hash, provenance, sample_articles
+from riches.records import sample_metrics
 
 TITLES = [f"Article {i}" for i in range(50)]
 
@@ -52,12 +55,12 @@ def test_proposition_articles_do_not_depend_on_the_evaluated_questions() -> None
     assert OmegaConf.select(a, "riches.key.n_articles") == 100
     for cfg in (a, b):
         cfg.riches.key.n_articles = 5
-    sa = [p.title for p in proposition_docs(a.riches.key, docs)]
-    assert sa == [p.title for p in proposition_docs(b.riches.key, docs)]
+    sa = [p.title for p in proposition_docs(instantiate(a.riches.key), docs)]
+    assert sa == [p.title for p in proposition_docs(instantiate(b.riches.key), docs)]
     assert set(sa) == _by_hash(TITLES, 5, 0)
     a.riches.key.articles = "gold"
     with pytest.raises(ConfigError, match="articles"):
-        proposition_docs(a.riches.key, docs)
+        proposition_docs(instantiate(a.riches.key), docs)
 
 
 class FakeLM:
@@ -79,10 +82,10 @@ def test_every_key_type_records_its_provenance(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path))
     docs = [Passage(str(i), t, f"{t} is a thing. It is old.") for i, t in enumerate(TITLES)]
     demo = {"examples": [{"steps": [{"title": "Article 7", "proposition": "Article 7 is old."}]}]}
-    kc = OmegaConf.create({"unit": "proposition", "source": "lm", "articles": "sample",
-                           "n_articles": 4, "seed": 1, "generation_max_new_tokens": 8,
-                           "min_overlap": 0.7})
-    kcorp, origin = build_key_corpus(kc, docs, FakeLM(), [demo, demo])  # counted once
+    kc = key_settings("proposition", source="lm", articles="sample", n_articles=4, seed=1,
+                      generation_max_new_tokens=8, min_overlap=0.7)
+    gen = shipped_prompt("propositions")
+    kcorp, origin = build_key_corpus(kc, docs, FakeLM(), [demo, demo], gen)  # counted once
     sampled = _by_hash(TITLES, 4, 1)
     assert {docs[d].title for d in kcorp.key_doc} == sampled | {"Article 7"}
     assert origin["keys_source"] == "lm" and origin["keys_articles"] == "sample"
@@ -92,11 +95,12 @@ def test_every_key_type_records_its_provenance(tmp_path, monkeypatch) -> None:
     assert origin["keys_hash"] == keys_hash(kcorp)
     other = {"examples": [{"steps": [{"title": "Article 9", "proposition": "Article 9 is old."}]}]}
     # a run's own prompt is listed again after the shipped ones: same keys, same hash
-    single_run = build_key_corpus(kc, docs, FakeLM(), [demo, other, demo])[1]["keys_hash"]
-    assert single_run == build_key_corpus(kc, docs, FakeLM(), [demo, other, other])[1]["keys_hash"]
-    assert single_run != build_key_corpus(kc, docs, FakeLM(), [other, demo])[1]["keys_hash"]
-    title_corpus, title_origin = build_key_corpus(OmegaConf.create({"unit": "title"}), docs,
-                                                  FakeLM(), [demo])
+    single_run = build_key_corpus(kc, docs, FakeLM(), [demo, other, demo], gen)[1]["keys_hash"]
+    assert single_run == build_key_corpus(kc, docs, FakeLM(), [demo, other, other],
+                                          gen)[1]["keys_hash"]
+    assert single_run != build_key_corpus(kc, docs, FakeLM(), [other, demo], gen)[1]["keys_hash"]
+    title_corpus, title_origin = build_key_corpus(key_settings("title"), docs,
+                                                  FakeLM(), [demo], gen)
     assert title_origin == {"keys_source": "corpus", "keys_articles": "all",
                             "keys_n_articles": 50, "keys_corpus_articles": 50,
                             "keys_seed": None, "keys_hash": keys_hash(title_corpus)}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from riches_fakes import shipped_prompt
 
 from riches import markers
 from riches.constraint import (
@@ -15,7 +16,7 @@ from riches.constraint import (
 )
 from riches.index import SuffixIndex
 from riches.keys import split_sentences
-from riches.prompts import RichesPrompt, load_prompt
+from riches.prompts import RichesPrompt
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +83,7 @@ def test_substring_keys_start_on_word_tokens(tokenizer, passages) -> None:
 def test_demonstration_prompt_keys_are_index_keys(tokenizer) -> None:
     from ragrepro.data.vital import corpus_passages
 
-    cfg = load_prompt("multi_hop")
+    cfg = shipped_prompt("multi_hop")
     demo_titles = {st["title"] for ex in cfg["examples"] for st in ex["steps"]}
     all_docs = corpus_passages()
     docs = [p for p in all_docs if p.title in demo_titles] + all_docs[:200]

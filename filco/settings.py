@@ -1,0 +1,104 @@
+"""Typed FilCo settings, built by Hydra from the `_target_`s of the `filco:` node
+(conf/filco/default.yaml, mini.yaml, paper.yaml). No field has a default: the defaults live in
+the YAML only, so a renamed, misspelt or missing key fails when the pipeline is built
+(ragrepro.pipeline turns it into a ConfigError), not silently at run time."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ragrepro.errors import ConfigError
+
+from .train import TrainConfig
+
+SETTINGS = ("full", "psg", "filco", "silver")
+STAGES = ("generate", "context")
+PASSAGES = ("auto", "record", "retriever")
+TRAIN_ROLES = ("ctx", "gen", "psg")
+# TrainConfig fields a YAML may set (the seed is the run's)
+TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
+
+
+def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r}; use one of {choices}.")
+
+
+@dataclass(frozen=True)
+class CxmiSettings:
+    """`filco.cxmi.*`: how CXMI is scored (the scorer model is a pipeline component,
+    `cxmi_scorer`; none = the generator's base model)."""
+
+    prompt: str              # paper (M_gen prompt with/without the span) | code (calc_cxmi)
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        _one_of("filco.cxmi.prompt", self.prompt, ("paper", "code"))
+
+
+@dataclass(frozen=True)
+class FallbackSettings:
+    """`filco.fallback.*`: what replaces an empty silver or predicted context."""
+
+    gen_train: str           # top1 (code) | empty
+    ctx_target: str          # empty (code) | top1 | drop
+    test: str                # none (code) | top1
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """`filco.train.*`: fine-tuning settings shared by every model (`common`, every key of
+    TrainConfig but the seed) and per role (`ctx`, `gen`, `psg`: keys that replace common's)."""
+
+    common: Mapping[str, Any]
+    ctx: Mapping[str, Any]
+    gen: Mapping[str, Any]
+    psg: Mapping[str, Any]
+
+    def __post_init__(self) -> None:
+        missing = set(TRAIN_KEYS) - set(self.common)
+        if missing:
+            raise ConfigError(f"filco.train.common lacks {sorted(missing)}.")
+        for role in ("common", *TRAIN_ROLES):
+            unknown = set(getattr(self, role)) - set(TRAIN_KEYS)
+            if unknown:
+                raise ConfigError(f"filco.train.{role}: unknown keys {sorted(unknown)}; "
+                                  f"use {TRAIN_KEYS}.")
+        for role in TRAIN_ROLES:
+            self.config(role, 0).check()
+
+    def config(self, role: str, seed: int) -> TrainConfig:
+        """The TrainConfig of one role (`ctx`, `gen` or `psg`): common, then the role's keys."""
+        return TrainConfig(seed=seed, **{**self.common, **getattr(self, role)})
+
+
+@dataclass(frozen=True)
+class FilcoSettings:
+    """`filco.*`: one FilCo setting on one evaluation set; see conf/filco/default.yaml."""
+
+    setting: str             # full | psg | filco | silver
+    stage: str               # generate | context (contexts only: Table 3, Fig. 6)
+    task: str                # auto (the dataset's `task`) | a filco.tasks.TASKS name
+    k: int                   # retrieved passages per example
+    passages: str            # auto | record | retriever
+    measure: str             # auto (the task's, paper §4.2) | strinc | lexical | cxmi
+    measure_mode: str        # paper | code
+    measure_overrides: Mapping[str, Any]
+    splitter: str            # pysbd | regex
+    cxmi: CxmiSettings
+    fallback: FallbackSettings
+    gen_format: str          # train | code_test
+    ctx_answer_prefix: str   # answer | judgement (FEVER, get_inputs.py --answer_prefix)
+    test_context: str        # predicted (paper) | silver_as_released (released code)
+    max_input_tokens: int
+    ctx_max_new_tokens: int
+    gen_max_new_tokens: int
+    gen_batch_size: int
+    train: TrainSettings
+
+    def __post_init__(self) -> None:
+        _one_of("filco.setting", self.setting, SETTINGS)
+        _one_of("filco.stage", self.stage, STAGES)
+        _one_of("filco.passages", self.passages, PASSAGES)
+        _one_of("filco.test_context", self.test_context, ("predicted", "silver_as_released"))

@@ -1,0 +1,104 @@
+"""Typed RICHES settings, built by Hydra from conf/riches/base.yaml and conf/riches/keys/*.yaml.
+
+The dataclasses have no defaults on purpose: the defaults live in the YAML files only, so a
+renamed or missing key fails when the pipeline is built (ragrepro.pipeline.build_pipeline)
+instead of silently falling back to a value written twice.
+"""
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ragrepro.metrics.autoais import AutoAIS
+from ragrepro.models.lm import LM
+
+# the AutoAIS judge for a run's LM, or None when attribution is disabled (riches/attribution.py)
+JudgeFactory = Callable[[LM], AutoAIS | None]
+
+
+def coerce_numbers(obj: Any) -> None:
+    """Cast int/float fields to their declared type in place: YAML and the command line give
+    `1` for a float setting, and a row must say 1.0 whichever way it was typed."""
+    hints = typing.get_type_hints(type(obj))
+    for f in fields(obj):
+        kinds = typing.get_args(hints[f.name]) if isinstance(hints[f.name], types.UnionType) \
+            else (hints[f.name],)
+        value = getattr(obj, f.name)
+        for kind in (float, int):
+            if kind in kinds and isinstance(value, (int, float)) and not isinstance(value, bool):
+                object.__setattr__(obj, f.name, kind(value))
+                break
+
+
+@dataclass(frozen=True)
+class KeySettings:
+    """One retrieval-key type (conf/riches/keys/<name>.yaml over conf/riches/key_defaults.yaml).
+
+    source .. min_overlap concern proposition keys only (unit=proposition); every key file
+    carries them so that one dataclass describes every key type."""
+
+    name: str
+    unit: str                 # title | title_paragraph | paragraph | sentence | proposition
+    start: str                # key: a key starts where an indexed key starts; anywhere
+    end: str                  # key: the close marker only where a key ends; anywhere
+    min_key_tokens: int
+    start_at_word: bool
+    evidence: str             # AutoAIS premise: key (the decoded text) | document
+    max_new_tokens: int
+    demo: str                 # unit | sentence | first_sentence (riches/prompts.py example_key)
+    source: str               # lm (mini) | factoid-wiki (paper, with paths)
+    paths: Sequence[str]
+    articles: str             # source=lm: sample
+    n_articles: int | None
+    seed: int
+    generation_max_new_tokens: int
+    min_overlap: float
+
+    def __post_init__(self) -> None:
+        coerce_numbers(self)
+
+
+@dataclass(frozen=True)
+class Markers:
+    open: str
+    close: str
+
+
+@dataclass(frozen=True)
+class DenseSettings:
+    """The dense retriever + reader baseline: k = a number, or `auto` (RICHES's mean #keys)."""
+
+    k: int | str
+    k_default: int
+
+
+@dataclass(frozen=True)
+class IterativeSettings:
+    max_steps: int
+    max_new_tokens: int
+
+
+@dataclass(frozen=True)
+class RichesSettings:
+    """The `riches:` node. Each variant (riches/pipeline.py) reads the fields it needs."""
+
+    prompt: str               # auto | a name in `prompts`
+    prompts: Mapping[str, Mapping[str, Any]]   # composed from conf/riches/prompts/*.yaml
+    thoughts: bool
+    beam_size: int
+    adaptive: bool
+    renormalize: bool
+    length_penalty: float
+    max_new_tokens: int | None  # None: the key type's max_new_tokens
+    markers: Markers
+    key: KeySettings
+    dense: DenseSettings
+    reader_max_new_tokens: int
+    iterative: IterativeSettings
+    autoais: JudgeFactory
+
+    def __post_init__(self) -> None:
+        coerce_numbers(self)
