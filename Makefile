@@ -17,7 +17,7 @@ export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
 	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
-	judge-eval
+	judge-eval reranker-curve
 
 setup: $(STAMP)
 
@@ -37,6 +37,12 @@ test-fast: setup
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
 	$(PY) -m ralm.table1 ralm/table1
+
+# Learning curve of the mini predictive reranker (docs/ralm.md): labels are cached and reused,
+# finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold).
+RERANKER_SIZES ?= 100,300,600,1000
+reranker-curve: setup
+	OMP_NUM_THREADS=1 $(PY) -m scripts.reranker_curve --sizes $(RERANKER_SIZES)
 
 # Every cell of every conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
 # results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.

