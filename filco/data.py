@@ -1,6 +1,7 @@
 """FilCo's question sets and examples: QA records from a composed dataset config node (its
 `_target_`, conf/dataset/<name>.yaml), top-k passages from the record itself (DPR files,
-HotpotQA distractors) or from the configured retriever."""
+HotpotQA distractors) or from the configured retriever. A dataset's FilCo task is the `task`
+key of its YAML (the pipeline configs interpolate `${dataset.task}`)."""
 from __future__ import annotations
 
 import logging
@@ -15,22 +16,6 @@ from ragrepro.retrieval.base import Retriever
 from .silver import Example
 
 log = logging.getLogger(__name__)
-
-# dataset name -> FilCo task (measure, metric, prompt fields)
-DATASET_TASKS = {"nq-open": "nq", "nq-open-dpr": "nq", "triviaqa": "tqa", "triviaqa-dpr": "tqa",
-                 "hotpotqa": "hotpotqa", "eli5": "eli5", "fever": "fever", "wow": "wow",
-                 "vital-qa": "qa", "vital-qa-bridge": "qa", "fanout-grounded": "qa",
-                 "local_qa": "qa"}
-
-
-def task_for(dataset: str, task: str = "auto") -> str:
-    if task != "auto":
-        return task
-    if dataset not in DATASET_TASKS:
-        raise ConfigError(f"No FilCo task known for dataset {dataset!r}: set filco.task to one "
-                          f"of nq, tqa, hotpotqa, eli5, fever, wow, qa.")
-    return DATASET_TASKS[dataset]
-
 
 @dataclass(frozen=True)
 class QASet:

@@ -18,13 +18,30 @@ def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
     return sorted(str(p.relative_to(base).with_suffix("")) for p in base.rglob("*.yaml"))
 
 
+def extra_config_dirs(argv: list[str]) -> list[Path]:
+    """Config folders a command line adds to conf/ (`--config-dir DIR`, `-cd DIR`,
+    `hydra.searchpath=[file://DIR,...]`): a dataset or model YAML of the user's own."""
+    out: list[Path] = []
+    for i, arg in enumerate(argv):
+        if arg in ("--config-dir", "-cd") and i + 1 < len(argv):
+            out.append(Path(argv[i + 1]))
+        elif arg.startswith("--config-dir="):
+            out.append(Path(arg.partition("=")[2]))
+        elif arg.lstrip("+").startswith("hydra.searchpath="):
+            entries = arg.partition("=")[2].strip("[]").split(",")
+            out += [Path(e.strip().strip("'\"")[len("file://"):]) for e in entries
+                    if e.strip().strip("'\"").startswith("file://")]
+    return out
+
+
 def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
     """Unknown config-group choices on the command line, with did-you-mean suggestions."""
+    dirs = [conf_dir, *extra_config_dirs(argv)]
     for arg in argv:
         key, sep, value = arg.lstrip("+~").partition("=")
         if not sep or key not in CHECKED_GROUPS or value in ("null", ""):
             continue
-        options = group_options(key, conf_dir)
+        options = sorted({o for d in dirs for o in group_options(key, d)})
         for choice in value.split(","):  # multirun lists
             choice = choice.strip()
             if choice.startswith(("glob(", "choice(", "range(")) or choice in options:

@@ -41,10 +41,9 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
         out["dataset"] = cfg.dataset.get("name")
         out["dataset_variant"] = cfg.dataset.get("variant")
         out["split"] = cfg.dataset.get("split")
-        from .data.loaders import hub_split_source
+        from .data.hub import split_source_of
 
-        source = hub_split_source(cfg.dataset.get("name"), cfg.dataset.get("split"),
-                                  cfg.dataset.get("path"))
+        source = split_source_of(cfg.dataset)  # from the dataset's split policy (its YAML)
         if source:
             out["split_source"] = source
     return out

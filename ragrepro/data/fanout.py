@@ -89,3 +89,12 @@ def load_fanout_grounded(split: str = "dev") -> list[QARecord]:
     records = grounded_records(read_json(fanoutqa_file("dev")), leads, split="dev")
     log.info("fanout-grounded: %d sub-questions grounded in wiki-vital leads", len(records))
     return records
+
+
+def fanout_grounded(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
+                    hops: int | None = None) -> list[QARecord]:
+    """Loader of conf/dataset/fanout-grounded.yaml (split dev; `all` is dev too)."""
+    from .common import finish_qa
+
+    records = load_fanout_grounded("dev" if split in ("dev", "all") else split)
+    return finish_qa(records, name, split, limit, hops)

@@ -128,6 +128,15 @@ def lm_docs(split: str = "test", directory: Path | None = None) -> list[LMDoc]:
     return [as_lm_doc(e) for e in heldout(load_entries(directory))[split]]
 
 
+def foldoc_docs(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
+                path: str | None) -> list[LMDoc]:
+    """Loader of conf/dataset/foldoc.yaml: held-out entries of split dev or test, from the
+    dictd files in `path` (null: $FOLDOC_DIR or /usr/share/dictd)."""
+    from .common import finish_docs
+
+    return finish_docs(lm_docs(split, Path(path) if path else None), name, split, limit)
+
+
 def corpus_passages(directory: Path | None = None) -> list[Passage]:
     """Every kept entry except the held-out ones (dev and test), one passage each."""
     entries = load_entries(directory)

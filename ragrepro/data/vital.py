@@ -11,6 +11,8 @@ import json
 from functools import lru_cache
 
 from ..assets import vital_summaries
+from ..errors import ConfigError
+from .common import finish_docs
 from .records import LMDoc, Passage
 
 HELDOUT_MODULUS = 50  # 1 in 50 articles (about 200) is held out
@@ -49,3 +51,11 @@ def lm_docs(split: str = "test") -> list[LMDoc]:
     """Held-out articles of a split, as LM evaluation documents (title line + lead)."""
     return [LMDoc(doc_id=a["title"], title=a["title"], text=f"{a['title']}\n\n{a['extract']}\n\n")
             for a in load_articles() if heldout_split(a["title"]) == split]
+
+
+def wiki_vital(*, name: str, task: str, variant: str | None, split: str,
+               limit: int | None) -> list[LMDoc]:
+    """Loader of conf/dataset/wiki-vital.yaml: the held-out leads of split dev or test."""
+    if split not in ("dev", "test"):
+        raise ConfigError(f"wiki-vital has held-out splits dev and test, not {split!r}.")
+    return finish_docs(lm_docs(split), name, split, limit)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-PILE = ("realnews", "arxiv", "stackexchange", "freelaw")
+from .fixtures import PILE
 
 
 def location_overrides(cfg: DictConfig, root: Path) -> dict[str, object]:

@@ -18,6 +18,7 @@ from typing import Any
 Article = tuple[str, str]  # (title, text)
 N_ROWS = 6                 # rows per split: a rehearsal uses a small `limit`
 N_TRAIN = 30               # train rows (dev is 1 in 10 of them)
+PILE = ("realnews", "arxiv", "stackexchange", "freelaw")  # conf/dataset/<name>.yaml, local files
 
 
 def words(text: str, n: int) -> str:
@@ -172,7 +173,7 @@ def write_fixtures(root: Path, articles: Sequence[Article],
              for i, a in enumerate(articles[:N_ROWS])]
     for name in ("nq-test.json", "trivia-test-dpr-results.json"):
         (root / "dpr" / name).write_text(json.dumps(items, indent=1), encoding="utf-8")
-    for subset in ("realnews", "arxiv", "stackexchange", "freelaw"):
+    for subset in PILE:
         _jsonl(root / "pile" / f"{subset}.jsonl",
                [{"text": t, "meta": {"pile_set_name": subset}} for _, t in articles[:N_ROWS]])
     forbidden = root / "ralm" / "wikitext103_forbidden_titles.txt"

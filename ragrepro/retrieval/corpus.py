@@ -1,8 +1,9 @@
 """Retrieval corpora: a list of passages with a content fingerprint for cache keys.
 
-Corpora:
-- `wiki-vital`: the embedded vital-article leads (ragrepro.data.vital), one passage each.
-- `wikipedia-dpr`: DPR's psgs_w100.tsv (id, text, title; 21M 100-word passages), read from a
+Each conf/corpus/<name>.yaml names its loader here with its arguments:
+- `wiki_vital_corpus`: the embedded vital-article leads (ragrepro.data.vital), one passage each.
+- `foldoc_corpus`: FOLDOC entries (ragrepro.data.foldoc).
+- `dpr_tsv_corpus`: DPR's psgs_w100.tsv (id, text, title; 21M 100-word passages), read from a
   local `path`. Loaded lazily: a BM25 retriever on pyserini's prebuilt `wikipedia-dpr` index
   never needs the 13 GB file, so a missing path only fails when passages are actually read.
 """
@@ -17,13 +18,10 @@ from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
 from ..data.records import Passage
-from ..errors import DataError, unknown_name
+from ..errors import DataError
 from ..hashing import hash_obj
 
 log = logging.getLogger(__name__)
-
-CORPORA = ("wiki-vital", "wikipedia-dpr", "foldoc")
-
 
 def nfc(title: str) -> str:
     """Titles are compared in Unicode NFC: the RALM forbidden-titles file holds both the NFC
@@ -189,29 +187,59 @@ def _dpr_source(path: str | None) -> tuple[Callable[[], list[Passage]], dict]:
                                          "mtime": int(st.st_mtime)}
 
 
+# ---- loaders (conf/corpus/*.yaml `_target_`s) -------------------------------------------
+def _settings(chunk: int | None, exclude_titles: Collection[str]) -> dict:
+    """The loading settings every corpus records (part of its cache key)."""
+    return {"chunk_words": chunk, "exclude_titles": sorted({nfc(t) for t in exclude_titles})}
+
+
+def wiki_vital_corpus(*, name: str, chunk_words: int | None,
+                      exclude_titles: Collection[str]) -> Corpus:
+    """The embedded vital-article leads, held-out LM articles removed (ragrepro.data.vital)."""
+    from ..data.vital import corpus_passages
+
+    return Corpus(name, _apply(corpus_passages(), chunk_words, exclude_titles),
+                  settings=_settings(chunk_words, exclude_titles))
+
+
+def foldoc_corpus(*, name: str, path: str | None, chunk_words: int | None,
+                  exclude_titles: Collection[str]) -> Corpus:
+    """FOLDOC entries from Debian's dict-foldoc files in `path` (null: $FOLDOC_DIR or
+    /usr/share/dictd; `make setup-foldoc`), held-out evaluated entries removed."""
+    from ..data.foldoc import corpus_passages
+
+    return Corpus(name, _apply(corpus_passages(Path(path) if path else None), chunk_words,
+                               exclude_titles), settings=_settings(chunk_words, exclude_titles))
+
+
+def dpr_tsv_corpus(*, name: str, path: str | None, chunk_words: int | None,
+                   exclude_titles: Collection[str]) -> Corpus:
+    """A DPR-format passages TSV (psgs_w100.tsv), read lazily: keyed by the file's identity."""
+    read, source_id = _dpr_source(path)
+    return Corpus(name, loader=lambda: _apply(read(), chunk_words, exclude_titles),
+                  source_id=source_id, settings=_settings(chunk_words, exclude_titles))
+
+
 def load_corpus(name: str, chunk_words: int | None = None, path: str | None = None,
                 exclude_titles: Collection[str] = (), **_) -> Corpus:
-    """Load a corpus by name (the `corpus` config group)."""
-    chunk = chunk_words
-    settings = {"chunk_words": chunk,
-                "exclude_titles": sorted({nfc(t) for t in exclude_titles})}
-    if name == "wiki-vital":
-        from ..data.vital import corpus_passages
+    """The corpus of conf/corpus/<name>.yaml with these arguments (callers that name a corpus
+    by a string; a run's own corpus is its composed `corpus` node)."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
 
-        if path:
-            raise DataError("Corpus 'wiki-vital' is embedded; it takes no path. For your own "
-                            "passages use corpus=wikipedia-dpr with a DPR-format TSV.")
-        return Corpus(name, _apply(corpus_passages(), chunk, exclude_titles), settings=settings)
-    if name == "foldoc":  # optional: Debian dict-foldoc (`make setup-foldoc`), held-out removed
-        from ..data.foldoc import corpus_passages
+    from ..named_configs import group_config
 
-        return Corpus(name, _apply(corpus_passages(Path(path) if path else None), chunk,
-                                   exclude_titles), settings=settings)
-    if name == "wikipedia-dpr":
-        read, source_id = _dpr_source(path)
-        return Corpus(name, loader=lambda: _apply(read(), chunk, exclude_titles),
-                      source_id=source_id, settings=settings)
-    raise unknown_name("corpus", name, CORPORA)
+    given: dict = {"chunk_words": chunk_words, "exclude_titles": list(exclude_titles)}
+    if path is not None:
+        given["path"] = path
+    try:
+        return instantiate(OmegaConf.merge(group_config("corpus", name), given),
+                           _convert_="all")
+    except InstantiationException as e:  # the loader's own error says what to do
+        if e.__cause__ is not None:
+            raise e.__cause__ from None
+        raise
 
 
 def corpus_from_passages(name: str, passages: list[Passage]) -> Corpus:

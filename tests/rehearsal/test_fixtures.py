@@ -4,7 +4,7 @@ import pytest
 
 from ragrepro import rehearsal
 from ragrepro.data import hub
-from ragrepro.data.loaders import hub_split_source, load_lm_docs, load_qa
+from ragrepro.data.catalog import dataset_config, load_named
 from ragrepro.errors import DataError
 from ragrepro.rehearsal.fixtures import (
     HUB,
@@ -38,19 +38,19 @@ def test_every_hub_dataset_has_its_hub_split_names(fixtures):
 
 
 def test_nq_open_test_reads_validation_through_the_converter(fixtures):
-    recs = load_qa("nq-open", "test", limit=2)
+    recs = load_named("nq-open", split="test", limit=2)
     # validation is the 2nd split: its rows start at article N_ROWS
     assert recs[0].question == f"what is title{N_ROWS}" and recs[0].answers == [f"Title{N_ROWS}"]
     assert recs[0].meta["hub_split"] == "validation"
 
 
 def test_triviaqa_answers_are_value_then_aliases(fixtures):
-    (r,) = load_qa("triviaqa", "test", limit=1)
+    (r,) = load_named("triviaqa", split="test", limit=1)
     assert r.answers == [f"Title{N_ROWS}", f"title{N_ROWS}"] and r.qid == "tc_0"
 
 
 def test_hotpotqa_nested_context_and_supporting_facts(fixtures):
-    (r,) = load_qa("hotpotqa", "test", limit=1)
+    (r,) = load_named("hotpotqa", split="test", limit=1)
     assert r.gold_titles == [f"Title{N_ROWS}", f"Title{N_ROWS + 1}"]
     assert [p.title for p in r.passages] == r.gold_titles and r.hops == 2
 
@@ -59,26 +59,27 @@ def test_hotpotqa_nested_context_and_supporting_facts(fixtures):
                                                     ("eli5", "lfqa", "w6_0"),
                                                     ("wow", "dialog", "w6_0")])
 def test_kilt_rows(fixtures, name, task, answer_start):
-    (r,) = load_qa(name, "test", limit=1)
+    (r,) = load_named(name, split="test", limit=1)
     assert r.task == task and r.answers[0].startswith(answer_start)
     assert r.gold_titles == [f"Title{N_ROWS}"]
 
 
 def test_musique_decomposition_and_supporting_paragraphs(fixtures):
-    (r,) = load_qa("musique", "test", limit=1)
+    (r,) = load_named("musique", split="test", limit=1)
     assert r.answers == [f"Title{N_ROWS + 1}"] and r.hops == 2
     assert r.gold_titles == [f"Title{N_ROWS}", f"Title{N_ROWS + 1}"]
 
 
 def test_wikitext_rows_join_as_eval_lm_does(fixtures):
-    (doc,) = load_lm_docs("wikitext-103", "test")
+    (doc,) = load_named("wikitext-103", split="test")
     assert doc.text.startswith(f" \n = Title{2 * N_ROWS} = \n \n w{2 * N_ROWS}_0 ")
 
 
 def test_dpr_files_and_pile_jsonl(fixtures):
-    recs = load_qa("nq-open-dpr", "test", path=str(fixtures / "dpr" / "nq-test.json"), limit=2)
+    recs = load_named("nq-open-dpr", split="test", path=str(fixtures / "dpr" / "nq-test.json"),
+                      limit=2)
     assert recs[0].passages[0].title == "Title0" and recs[0].meta["ctx_has_answer"][0]
-    docs = load_lm_docs("realnews", path=str(fixtures / "pile" / "realnews.jsonl"))
+    docs = load_named("realnews", path=str(fixtures / "pile" / "realnews.jsonl"))
     assert len(docs) == N_ROWS and docs[0].text == ARTICLES[0][1]
 
 
@@ -94,10 +95,10 @@ def test_factoid_wiki_carries_demo_propositions(fixtures):
 
 # ---- dev is not test (issue 14/13): held-out part of train -------------------------------
 def test_dev_is_held_out_train_never_validation(fixtures):
-    dev = load_qa("nq-open", "dev")
-    train = load_qa("nq-open", "train")
-    rest = load_qa("nq-open", "train-nodev")
-    test = load_qa("nq-open", "test")
+    dev = load_named("nq-open", split="dev")
+    train = load_named("nq-open", split="train")
+    rest = load_named("nq-open", split="train-nodev")
+    test = load_named("nq-open", split="test")
     dev_q = {r.question for r in dev}
     assert dev_q and dev_q <= {r.question for r in train}
     assert not dev_q & {r.question for r in test}
@@ -106,22 +107,32 @@ def test_dev_is_held_out_train_never_validation(fixtures):
     assert dev[0].meta["hub_split"].startswith("train (held-out dev")
 
 
+HELDOUT = hub.HeldoutDev(every=10, seed="ragrepro-dev-v1")
+
+
 def test_heldout_dev_is_a_stable_tenth():
-    part = hub.dev_partition(10_000, "dev")
+    part = hub.dev_partition(10_000, "dev", HELDOUT)
     assert 900 < len(part) < 1100
-    assert part == hub.dev_partition(10_000, "dev")
-    assert set(part).isdisjoint(hub.dev_partition(10_000, "train-nodev"))
-    assert hub.dev_partition(10, "test") is None
+    assert part == hub.dev_partition(10_000, "dev", HELDOUT)
+    assert set(part).isdisjoint(hub.dev_partition(10_000, "train-nodev", HELDOUT))
+    assert hub.dev_partition(10, "test", HELDOUT) is None
+
+
+def _split_source(name: str, split: str, path: str | None = None) -> str | None:
+    node = dataset_config(name)
+    node.split, node.path = split, path
+    return hub.split_source_of(node)
 
 
 def test_rows_record_where_the_split_came_from():
-    assert hub_split_source("nq-open", "test") == "validation"
-    assert hub_split_source("fever", "dev").startswith("train (held-out dev")
-    assert hub_split_source("vital-qa", "dev") is None
-    assert hub_split_source("musique", "test", path="/x.jsonl") is None
+    assert _split_source("nq-open", "test") == "validation"
+    assert _split_source("fever", "dev").startswith("train (held-out dev")
+    assert _split_source("vital-qa", "dev") is None
+    assert _split_source("musique", "test", path="/x.jsonl") is None
+    assert _split_source("wikitext-103", "dev") is None  # rows never recorded it
 
 
 def test_a_split_the_hub_lacks_is_a_clear_error(fixtures):
     with pytest.raises(DataError, match="does not exist on the hub"):
         hub.load_hub_split("google-research-datasets/nq_open", "nq_open", "nosuch", "x",
-                           split_map={})
+                           split_map={}, heldout=None)
