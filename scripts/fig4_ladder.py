@@ -103,7 +103,7 @@ def render(corpus: str, cells: list[Cell]) -> str:
         dtypes = sorted({c.dtype for c in cells if c.model == m})
         lines.append(f"| {m} | {PARAMS_M.get(m, '?')} | {', '.join(dtypes)} | "
                      + " | ".join(ppl_cell(by.get((m, r))) for r in ROWS) + " |")
-    lines += ["", "## Does the 0.5B with retrieval reach the 1.5B without it?", "",
+    lines += ["", "## Ladder", "", "**Does the 0.5B with retrieval reach the 1.5B without it?**", "",
               ("Paired relative difference of the 0.5B's perplexity against the 1.5B without "
                "retrieval, on the same blocks (negative = the 0.5B is better; 'reaches' when "
                "it is better or the CI includes 0)."), ""]

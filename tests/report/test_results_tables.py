@@ -2,7 +2,8 @@
 the ones the per-method builders wrote (tests/report/golden/, written by the old builders
 from the runs of tests/report/table_fixtures.py), and the committed ladder table is
 regenerated from its committed summary CSV. Since the unification the summary CSV also
-carries `wall_s` (the goldens were regenerated for that one column)."""
+carries `wall_s`, and RICHES tables the judge accuracy column and its note (the goldens
+were regenerated for those, nothing else changed)."""
 from __future__ import annotations
 
 from pathlib import Path
