@@ -93,6 +93,7 @@ reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
 judge-eval: setup-ladder
 	OMP_NUM_THREADS=1 $(PY) -m scripts.judge_eval --models smollm2-135m gemma3-270m \
 	  qwen2.5-coder-0.5b qwen2.5-coder-1.5b:bfloat16
+	$(PY) -m scripts.judge_summary
 
 # Optional second mini corpus: FOLDOC from Debian's dict-foldoc (GFDL; needs apt and root).
 setup-foldoc:
