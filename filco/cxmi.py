@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +19,9 @@ from .encoding import prompt_ids, target_ids
 from .measures import cxmi_log_ratio
 from .prompts import code_cxmi_inputs, gen_prompt, gen_target
 from .tasks import Task
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +41,7 @@ class CxmiScorer:
     prompt='paper': the M_gen prompt with and without the context line, target `answer: o`;
     prompt='code': the official calc_cxmi strings, target o raw."""
 
-    lm: Any
+    lm: LM
     task: Task
     prompt: str = "paper"
     batch_size: int = 16

@@ -4,11 +4,14 @@ pipeline (ralm.lm_eval) and the predictive reranker's training (ralm.reranker)."
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ragrepro.errors import ConfigError
 
 from . import official_format as off
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 
 def hit_dict(h: Any) -> dict[str, Any]:
@@ -42,7 +45,7 @@ def forbidden_titles(value: str | None, dataset_name: str | None) -> list[str]:
     return []
 
 
-def doc_encoder(lm: Any, max_tokens: int, bos_first: bool):
+def doc_encoder(lm: LM, max_tokens: int, bos_first: bool):
     """The official encoding of a document: title + "\\n" + text, tokenizer.encode with its
     default special tokens, truncated to max_tokens."""
     cache: dict[str, list[int]] = {}

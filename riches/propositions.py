@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from tqdm import tqdm
 
@@ -24,6 +24,9 @@ from ragrepro.hashing import hash_obj
 from ragrepro.io import iter_jsonl
 
 from .keys import split_sentences
+
+if TYPE_CHECKING:
+    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -59,7 +62,7 @@ def choose(rewrite: str, sentence: str, passage: Passage, min_overlap: float) ->
     return sentence, "sentence"
 
 
-def lm_propositions(lm: Any, passages: Sequence[Passage], prompt_cfg: dict, cache_path: Path,
+def lm_propositions(lm: LM, passages: Sequence[Passage], prompt_cfg: dict, cache_path: Path,
                     max_new_tokens: int = 48, batch_size: int = 8,
                     min_overlap: float = 0.7) -> dict[str, list[tuple[str, str]]]:
     """{pid: [(proposition, how)]}: one stand-alone rewrite per sentence, generated only for

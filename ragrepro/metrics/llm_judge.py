@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..models.lm import LM
 
 JUDGE_PROMPT = ("Passage: {premise}\n\nQuestion: {question}\nProposed answer: {answer}\n\n"
                 "Does the passage support the proposed answer to the question? "
@@ -55,7 +58,7 @@ class LLMJudgeScorer:
 
     backend = "llm-judge"
 
-    def __init__(self, lm: Any, threshold: float = 0.5, batch_size: int = 8):
+    def __init__(self, lm: LM, threshold: float = 0.5, batch_size: int = 8):
         self.lm, self.threshold, self.batch_size = lm, threshold, batch_size
 
     def settings(self) -> dict[str, Any]:
@@ -90,7 +93,7 @@ class LLMJudgeScorer:
         return out
 
 
-def judge_accuracy(lm: Any, threshold: float) -> str:
+def judge_accuracy(lm: LM, threshold: float) -> str:
     """The judge's measured accuracy on the hand-checked set, or why there is none."""
     model = getattr(lm, "model", None)
     dtype = str(getattr(model, "dtype", "unknown")).removeprefix("torch.")
@@ -99,7 +102,7 @@ def judge_accuracy(lm: Any, threshold: float) -> str:
                               f"see `make judge-eval`)")
 
 
-def next_token_logprobs(lm: Any, prefix: Sequence[int], token_ids: Sequence[int]) -> list[float]:
+def next_token_logprobs(lm: LM, prefix: Sequence[int], token_ids: Sequence[int]) -> list[float]:
     """log P(token | prefix) for each token, from one forward pass that computes the
     vocabulary logits at the last position only (the model's own head, soft-capping
     included)."""
