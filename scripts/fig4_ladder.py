@@ -19,14 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from ragrepro.paths import results_dir
+from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.samples import interval_for, paired_for, run_metrics
 from ragrepro.report.table_stats import fmt_ci, zero_mark
 
 log = logging.getLogger(__name__)
 
-# Parameter counts (millions, including embeddings) as the loaded models report them.
-PARAMS_M = {"smollm2-135m": 135, "gemma3-270m": 268, "qwen2.5-coder-0.5b": 494,
-            "qwen2.5-coder-1.5b": 1544}
 EXPERIMENTS = {"wiki-vital": ("ralm/table1", "ralm/table1_ladder"),
                "foldoc": ("ralm/table1_foldoc", "ralm/table1_ladder_foldoc")}
 ROWS = ("none", "first", "predictive", "zeroshot", "oracle", "gold")
@@ -40,6 +38,7 @@ class Cell:
     dtype: str
     run_dir: Path
     metrics: dict[str, Any]
+    settings: dict[str, Any] | None = None
 
 
 def finished_cells(root: Path, experiment: str) -> list[Cell]:
@@ -51,10 +50,11 @@ def finished_cells(root: Path, experiment: str) -> list[Cell]:
     with open(path, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             run_dir = root / experiment / row["run_id"]
-            metrics, _ = run_metrics(run_dir)
+            metrics, settings = run_metrics(run_dir)
             if metrics:
                 latest[(row["model"], row["rerank"])] = Cell(row["model"], row["rerank"],
-                                                             row["dtype"], run_dir, metrics)
+                                                             row["dtype"], run_dir, metrics,
+                                                             settings)
     return list(latest.values())
 
 
@@ -63,7 +63,8 @@ def ppl_cell(cell: Cell | None) -> str:
         return "not run"
     ci = interval_for(cell.run_dir, cell.metrics, "ppl_word")
     value = cell.metrics["ppl_word"]
-    return fmt_ci(value, ci.low if ci else None, ci.high if ci else None)
+    n = f" n={ci.n}" if ci else ""
+    return fmt_ci(value, ci.low if ci else None, ci.high if ci else None) + n
 
 
 def reach_line(a: Cell | None, b: Cell | None) -> str:
@@ -75,7 +76,7 @@ def reach_line(a: Cell | None, b: Cell | None) -> str:
         return why
     return (f"{a.metrics['ppl_word']:.2f} vs {b.metrics['ppl_word']:.2f}: "
             f"{test.estimate * 100:+.1f}% [{test.low * 100:+.1f}, {test.high * 100:+.1f}], "
-            f"p={test.p_value:.3g}{zero_mark(test.includes_zero, test.p_value)} -> "
+            f"n={test.n} {test.unit}, p={test.p_value:.3g}{zero_mark(test.includes_zero, test.p_value)} -> "
             f"{verdict(test.estimate, test.includes_zero)}")
 
 
@@ -87,9 +88,29 @@ def verdict(rel_diff: float, includes_zero: bool) -> str:
     return "reaches (not distinguishable)" if includes_zero else "does not reach"
 
 
+DATA_KEYS = ("dataset", "dataset_variant", "split", "limit", "max_length", "stride",
+             "query_len", "doc_max_tokens", "k", "near_dup")
+
+
+def data_line(cells: list[Cell]) -> str:
+    """Which data and settings produced the numbers (the settings every cell shares)."""
+    shared: dict[str, Any] = {}
+    for key in DATA_KEYS:
+        values = {str(c.settings.get(key)) for c in cells if c.settings and key in c.settings}
+        if len(values) == 1:
+            shared[key] = values.pop()
+    return "Data and settings: " + (", ".join(f"{k}={v}" for k, v in shared.items()) or "-") + "."
+
+
+def model_params_m() -> dict[str, float]:
+    """Model sizes (millions) from the Table 1 spec, the one place they are written."""
+    return {m: float(v) / 1e6 for m, v in load_result_spec("ralm/table1")["model_size"].items()}
+
+
 def render(corpus: str, cells: list[Cell]) -> str:
     by = {(c.model, c.rerank): c for c in cells}
-    models = sorted({c.model for c in cells}, key=lambda m: PARAMS_M.get(m, 0))
+    params = model_params_m()
+    models = sorted({c.model for c in cells}, key=lambda m: params.get(m, 0))
     lines = [f"# Fig. 4 at mini scale on {corpus}: perplexity vs model size, with the Qwen ladder",
              "", ("Word-level perplexity [95% CI, blocks of windows >= 128 tokens; 2,000 "
                   "resamples, seed 0]. Lower is better. `oracle` and `gold` are upper bounds "
@@ -101,9 +122,11 @@ def render(corpus: str, cells: list[Cell]) -> str:
              "|---|---|---|" + "---|" * len(ROWS)]
     for m in models:
         dtypes = sorted({c.dtype for c in cells if c.model == m})
-        lines.append(f"| {m} | {PARAMS_M.get(m, '?')} | {', '.join(dtypes)} | "
+        size = f"{params[m]:.0f}" if m in params else "?"
+        lines.append(f"| {m} | {size} | {', '.join(dtypes)} | "
                      + " | ".join(ppl_cell(by.get((m, r))) for r in ROWS) + " |")
-    lines += ["", "## Ladder", "", "**Does the 0.5B with retrieval reach the 1.5B without it?**", "",
+    lines += ["", data_line(cells), "n = blocks of consecutive windows per cell.", "",
+              "## Ladder", "", "**Does the 0.5B with retrieval reach the 1.5B without it?**", "",
               ("Paired relative difference of the 0.5B's perplexity against the 1.5B without "
                "retrieval, on the same blocks (negative = the 0.5B is better; 'reaches' when "
                "it is better or the CI includes 0)."), ""]

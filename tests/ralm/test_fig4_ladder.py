@@ -18,3 +18,20 @@ def test_missing_cells_say_not_run(tmp_path: Path):
     row = next(line for line in text.splitlines() if line.startswith("| qwen2.5-coder-0.5b"))
     assert row.split(" | ")[3].startswith("48.70 [no CI]")   # no records: no interval claimed
     assert "0.5B + BM25: not run" in text
+
+
+def test_data_line_names_the_shared_settings_only(tmp_path: Path):
+    from scripts.fig4_ladder import data_line
+
+    a = Cell("m", "none", "float32", tmp_path, {"ppl_word": 1.0},
+             {"dataset": "wiki-vital", "split": "test", "limit": 10, "stride": 16})
+    b = Cell("m", "first", "float32", tmp_path, {"ppl_word": 1.0},
+             {"dataset": "wiki-vital", "split": "test", "limit": 10, "stride": 8})
+    assert data_line([a, b]) == "Data and settings: dataset=wiki-vital, split=test, limit=10."
+
+
+def test_model_sizes_come_from_the_table1_spec():
+    from scripts.fig4_ladder import model_params_m
+
+    sizes = model_params_m()
+    assert round(sizes["qwen2.5-coder-1.5b"]) == 1540 and round(sizes["smollm2-135m"]) == 135

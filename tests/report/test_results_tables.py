@@ -28,17 +28,21 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return r
 
 
-def _same(path: Path, golden: str, root: Path) -> None:
-    assert path.read_text(encoding="utf-8").replace(str(root), "<root>") == (
-        GOLDEN / golden).read_text(encoding="utf-8")
+def _written(path: Path, root: Path) -> str:
+    """A file the builder wrote, with the temporary results folder named <root>."""
+    return path.read_text(encoding="utf-8").replace(str(root), "<root>")
+
+
+def _golden(name: str) -> str:
+    return (GOLDEN / name).read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("experiment", ["ralm/table1", "ralm/table1_strides"])
 def test_ralm_table1_is_byte_identical(root: Path, experiment: str) -> None:
     csv_path, md = results_tables.build("ralm/table1", root, experiment=experiment)
     stem = experiment.replace("/", "_")
-    _same(md, f"{stem}.md", root)
-    _same(csv_path, f"{stem}_summary.csv", root)
+    assert _written(md, root) == _golden(f"{stem}.md")
+    assert _written(csv_path, root) == _golden(f"{stem}_summary.csv")
 
 
 def test_ralm_table1_renders_from_its_summary_csv_alone(root: Path) -> None:
@@ -60,15 +64,15 @@ def test_committed_ladder_table_is_regenerated_from_its_committed_csv() -> None:
 def test_riches_tables_are_byte_identical(root: Path, table: str) -> None:
     md, csv_path = results_tables.build(table, root)
     stem = table.replace("/", "_")
-    _same(md, f"{stem}_table.md", root)
-    _same(csv_path, f"{stem}_table.csv", root)
+    assert _written(md, root) == _golden(f"{stem}_table.md")
+    assert _written(csv_path, root) == _golden(f"{stem}_table.csv")
 
 
 @pytest.mark.parametrize("table", ["fig4", "table5", "table3", "fig6", "table4", "table2"])
 def test_filco_tables_are_byte_identical(root: Path, table: str) -> None:
     md, csv_path = results_tables.build(f"filco/{table}", root)
-    _same(md, f"filco_{table}_table.md", root)
-    _same(csv_path, f"filco_{table}_table.csv", root)
+    assert _written(md, root) == _golden(f"filco_{table}_table.md")
+    assert _written(csv_path, root) == _golden(f"filco_{table}_table.csv")
 
 
 def test_ragrepro_table_method_builds_a_results_table(root: Path) -> None:
@@ -76,7 +80,7 @@ def test_ragrepro_table_method_builds_a_results_table(root: Path) -> None:
 
     (root / "riches" / "keys_table.md").unlink(missing_ok=True)
     main(["--method", "riches/keys", "--results", str(root)])
-    _same(root / "riches" / "keys_table.md", "riches_keys_table.md", root)
+    assert _written(root / "riches" / "keys_table.md", root) == _golden("riches_keys_table.md")
 
 
 def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
