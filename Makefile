@@ -17,6 +17,7 @@ export RALM_TEST_THREADS ?= 1
 
 .PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
 	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
+	reproduce-riches-ladder reproduce-filco-ladder \
 	judge-eval reranker-curve
 
 setup: $(STAMP)
@@ -86,6 +87,17 @@ reproduce-table1-ladder-foldoc: setup-ladder setup-foldoc
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1_ladder_foldoc
 	$(PY) -m ralm.table1 ralm/table1_ladder_foldoc
 	$(PY) -m scripts.fig4_ladder --corpus foldoc
+
+# Item 5 of issue 17: RICHES's main table and FilCo's Fig. 4 with the ladder's 0.5B on every
+# vital-qa test question (bfloat16; times in docs/mini-scale.md). Committed copies of the tables
+# are in results/ladder/.
+reproduce-riches-ladder: setup-ladder
+	$(VENV)/bin/ragrepro -m experiment=riches/main_ladder
+	$(PY) -m ragrepro.report.results_tables riches/main_ladder
+
+reproduce-filco-ladder: setup-ladder
+	$(VENV)/bin/ragrepro -m experiment=filco/fig4_ladder
+	$(PY) -m ragrepro.report.results_tables filco/fig4_ladder
 
 # Every offline attribution judge on the hand-checked set (ragrepro/data/embedded/
 # attribution_judge.jsonl) -> results/judge/judge_eval.csv + .md; resumes per item. About 25 min

@@ -220,7 +220,11 @@ def fine_tune(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
 
 
 def model_key(lm: LM, tc: TrainConfig, pairs: Sequence[tuple[str, str]], role: str) -> str:
-    return hash_obj({"base": [lm.name, lm.revision, lm.kind], "train": asdict(tc), "role": role,
+    base = [lm.name, lm.revision, lm.kind]
+    dtype = str(getattr(lm.model, "dtype", "torch.float32"))
+    if dtype != "torch.float32":  # float32 keys stay as they were (cached models reused)
+        base.append(dtype)        # a bfloat16 base trains different weights: its own cache entry
+    return hash_obj({"base": base, "train": asdict(tc), "role": role,
                      "pairs": hash_obj([list(p) for p in pairs], 32)}, 20)
 
 

@@ -123,3 +123,32 @@ def test_seq2seq_full_finetune_tiny_t5(tmp_path):
     assert not info["lora"] and info["last_loss"] < 0.5 * info["first_loss"]
     out = trained.generate([trained.tokenizer("question: capital of Italy?")["input_ids"]], 6)
     assert trained.decode(out[0], skip_special_tokens=True).strip() == "answer: Rome"
+
+
+def test_cache_key_separates_base_dtype():
+    """A bfloat16 base trains different weights from a float32 one: never share a cached
+    adapter; float32 keeps the key it had before the dtype entered it."""
+    import copy
+
+    from filco.train import model_key
+    from ragrepro.hashing import hash_obj
+
+    class _M(torch.nn.Module):
+        def __init__(self, dtype):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.zeros(1, dtype=dtype))
+
+        @property
+        def dtype(self):
+            return self.w.dtype
+
+    tc, pairs = TrainConfig(), [("q", "a")]
+    f32 = LM(name="toy", model=_M(torch.float32), tokenizer=None, kind="causal", revision="r0")
+    bf16 = copy.copy(f32)
+    bf16.model = _M(torch.bfloat16)
+    from dataclasses import asdict
+
+    old = hash_obj({"base": ["toy", "r0", "causal"], "train": asdict(tc), "role": "gen",
+                    "pairs": hash_obj([["q", "a"]], 32)}, 20)
+    assert model_key(f32, tc, pairs, "gen") == old
+    assert model_key(bf16, tc, pairs, "gen") != old
