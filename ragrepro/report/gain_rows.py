@@ -101,10 +101,12 @@ def rows_of(runs: list[Run], spec: dict[str, Any],
     reference run."""
     refuse_indistinguishable([keyed(r) for r in runs], spec["name"].replace("/", " "))
     runs = sorted(runs, key=sort_key(spec))
-    return [_row(r, runs, spec, st) for r in runs]
+    return [row_of(r, runs, spec, st) for r in runs]
 
 
-def _row(r: Run, runs: list[Run], spec: dict[str, Any], st: StatsSettings) -> dict[str, Any]:
+def row_of(r: Run, runs: list[Run], spec: dict[str, Any],
+           st: StatsSettings = DEFAULT_STATS) -> dict[str, Any]:
+    """The row of run `r`; its reference is found among `runs`."""
     key = spec["row_key"]
     s, m, rk = r["settings"], r["metrics"], r["settings"].get(key)
     ret, rr = labels_of(spec, rk, s)
