@@ -42,8 +42,8 @@ def curve_points(losses: list[float], points: int = 6) -> list[tuple[int, float]
 
 def render(models: list[dict[str, Any]], title: str) -> str:
     lines = [f"# {title}", "",
-             "Training loss (mean cross-entropy per target token) of each fine-tuned model, at "
-             "evenly spaced steps; `mean of last 5` smooths the last steps' batch-to-batch noise.",
+             ("Training loss (mean cross-entropy per target token) of each fine-tuned model, at "
+             "evenly spaced steps; `mean of last 5` smooths the last steps' batch-to-batch noise."),
              "", "| model (role) | used by | pairs | steps | loss by step | mean of last 5 |",
              "|---|---|---|---|---|---|"]
     for e in models:
