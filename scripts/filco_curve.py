@@ -54,6 +54,19 @@ def render(models: list[dict[str, Any]], title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_times(metas: list[dict[str, Any]]) -> str:
+    """Each run's measured stage times (s): training happens in the first run needing a model."""
+    lines = ["", ("Time per cell (s, the run's stage timings; a model trained for one setting is "
+             "loaded from the cache by the next):"), "",
+             "| setting | n_eval | filter | generator | total |", "|---|---|---|---|---|"]
+    for m in sorted(metas, key=lambda m: str(m["settings"].get("setting"))):
+        t = m.get("timings_s") or {}
+        lines.append(f"| {m['settings'].get('setting')} | {m['settings'].get('n_eval')} | "
+                     f"{t.get('filter', 0):.0f} | {t.get('generator', 0):.0f} | "
+                     f"{sum(t.values()):.0f} |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("experiment", help="e.g. filco/fig4_ladder")
@@ -66,7 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"No finished runs under {runs}: run `ragrepro -m "
                          f"experiment={args.experiment}` first.")
     out = args.out or results_dir() / "ladder" / "filco_training_curve.md"
-    out.write_text(render(trained_models(metas), f"FilCo training curves: {args.experiment}"))
+    out.write_text(render(trained_models(metas), f"FilCo training curves: {args.experiment}")
+                   + render_times(metas))
     log.info("Wrote %s", out)
 
 
