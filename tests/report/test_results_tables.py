@@ -113,7 +113,7 @@ def test_every_results_spec_loads() -> None:
     names = result_spec_names()
     assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
-            "filco/fig6"} == set(names)
+            "filco/fig6", "riches/main_ladder", "filco/fig4_ladder", "ralm/fig8"} == set(names)
     assert all(load_result_spec(n)["layout"] in ("gain", "runs", "pivot") for n in names)
 
 
