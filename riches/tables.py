@@ -41,13 +41,25 @@ def fill_soft_score(row: dict[str, str], runs: Path) -> dict[str, str]:
     return row
 
 
+def fill_answered(row: dict[str, str], runs: Path) -> dict[str, str]:
+    """`answered`: the share of questions with a non-empty predicted answer, from the run's
+    samples. A decoder that never reaches its answer slot (e.g. hallucinated evidence running
+    to the token limit) scores 0 F1 for its format, not its knowledge; this column shows it."""
+    path = runs / str(row.get("run_id")) / "samples.jsonl"
+    if row.get("answered") in (None, "") and path.exists():
+        preds = [str(json.loads(line).get("prediction") or "").strip()
+                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        row["answered"] = str(sum(map(bool, preds)) / len(preds)) if preds else ""
+    return row
+
+
 def fill_row(row: dict[str, str], runs: Path) -> dict[str, str]:
-    """The RICHES row hook: the soft AutoAIS score, and the judge-accuracy label of an
-    llm-judge row that predates it (docs/autoais.md)."""
+    """The RICHES row hook: the soft AutoAIS score, the share of questions answered, and the
+    judge-accuracy label of an llm-judge row that predates it (docs/autoais.md)."""
     if str(row.get("autoais_scorer", "")).startswith("llm-judge") \
             and not row.get("autoais_judge_accuracy"):
         row["autoais_judge_accuracy"] = "not recorded (an older row)"
-    return fill_soft_score(row, runs)
+    return fill_answered(fill_soft_score(row, runs), runs)
 
 
 def write_table(table: str, results: Path) -> tuple[Path, Path]:

@@ -208,6 +208,19 @@ def test_soft_autoais_is_the_mean_score_with_missing_as_zero(tmp_path) -> None:
     assert float(row["autoais_substitute_mean_score"]) == pytest.approx(0.4)
 
 
+def test_answered_is_the_share_of_non_empty_predictions(tmp_path) -> None:
+    """A decoder that runs to its token limit without an answer: 1 of 4 answered."""
+    from riches.tables import fill_answered
+
+    (tmp_path / "r1").mkdir()
+    (tmp_path / "r1" / "samples.jsonl").write_text(
+        '{"prediction": ""}\n{"prediction": "  "}\n{"prediction": "Paris"}\n{}\n')
+    assert fill_answered({"run_id": "r1"}, tmp_path)["answered"] == "0.25"
+    # a recorded value is kept; a run without samples gets no value
+    assert fill_answered({"run_id": "r1", "answered": "1.0"}, tmp_path)["answered"] == "1.0"
+    assert "answered" not in fill_answered({"run_id": "none"}, tmp_path)
+
+
 def test_time_walks_counts_rows_read_per_step() -> None:
     """Four copies of the key [7, 8, 9]: the key-start children are cached, then each of the
     next two steps scans the 4 suffix-array rows of its span: 8 rows over 3 steps."""
