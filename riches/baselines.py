@@ -49,7 +49,7 @@ def auto_k(csv_path: Path, match: RowMatch, default: int) -> tuple[int, str]:
         with open(csv_path, newline="", encoding="utf-8") as f:
             rows = [r for r in csv.DictReader(f) if r.get("riches_method") == "riches"
                     and r.get("dataset") == match.dataset and r.get("model") == match.model
-                    and str(r.get("limit")) == str(match.limit)
+                    and r.get("limit", "") == _csv_str(match.limit)
                     and r.get("dataset_hops", "") == _csv_str(match.hops)]
         if rows and rows[-1].get("keys_per_answer"):
             return max(1, round(float(rows[-1]["keys_per_answer"]))), f"riches run {rows[-1]['run_id']}"

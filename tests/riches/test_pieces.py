@@ -134,6 +134,11 @@ def test_auto_k_reads_the_riches_run(tmp_path) -> None:
     assert auto_k(csv_path, match, 1) == (1, "riches run r1")
     match = dataclasses.replace(match, model="gemma3-270m")
     assert auto_k(csv_path, match, 7) == (7, "default")
+    # limit=null (every question) is an empty CSV cell, not the string "None"
+    with open(csv_path, "a") as f:
+        f.write("r4,riches,vital-qa,smollm2-135m,,2,2.8\n")
+    match = RowMatch(dataset="vital-qa", model="smollm2-135m", limit=None, hops=2)
+    assert auto_k(csv_path, match, 1) == (3, "riches run r4")
 
 
 def test_table_one_row_per_setting_and_refuses_two_runs_of_one_setting() -> None:
