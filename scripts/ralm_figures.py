@@ -24,7 +24,7 @@ from ragrepro.report.result_specs import load_result_spec
 log = logging.getLogger(__name__)
 
 # experiment -> what the paper's figure varies (the figures whose cells are not Table 1's own)
-FIGURES = {"ralm/fig3": "retriever (top-1)", "ralm/fig5": "retrieval stride (BM25)",
+FIGURES = {"ralm/fig3": "retriever (top-1)", "ralm/fig4": "model size (embedded models)", "ralm/fig5": "retrieval stride (BM25)",
            "ralm/fig6": "BM25 query length", "ralm/fig7": "reranking of the top k (BM25)",
            "ralm/fig9": "dense query length (SmolLM2)", "ralm/fig10": "dense query length (Gemma)",
            "ralm/table3": "zero-shot scorer (Gemma evaluated)"}

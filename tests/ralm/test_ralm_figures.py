@@ -13,6 +13,7 @@ def test_swept_settings_come_from_the_experiment_yaml():
     assert ralm_figures.swept_settings("ralm/fig5") == ["retrieval_stride"]
     assert ralm_figures.swept_settings("ralm/fig3") == ["retriever"]
     assert ralm_figures.swept_settings("ralm/table3") == ["scorer_model"]
+    assert ralm_figures.swept_settings("ralm/fig4") == ["model", "rerank"]
 
 
 def test_cells_pair_with_table1_none_across_query_lengths(tmp_path, monkeypatch):
