@@ -11,6 +11,7 @@ from typing import Any
 from ragrepro.errors import DataError
 from ragrepro.report import run_rows
 from ragrepro.report.result_specs import load_result_spec, result_spec_names
+from ragrepro.report.samples import read_records
 
 to_markdown = run_rows.to_markdown
 # table -> its spec (the `by` columns, metrics, reference...), from conf/report/results/riches/
@@ -45,11 +46,11 @@ def fill_answered(row: dict[str, str], runs: Path) -> dict[str, str]:
     """`answered`: the share of questions with a non-empty predicted answer, from the run's
     samples. A decoder that never reaches its answer slot (e.g. hallucinated evidence running
     to the token limit) scores 0 F1 for its format, not its knowledge; this column shows it."""
-    path = runs / str(row.get("run_id")) / "samples.jsonl"
-    if row.get("answered") in (None, "") and path.exists():
-        preds = [str(json.loads(line).get("prediction") or "").strip()
-                 for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        row["answered"] = str(sum(map(bool, preds)) / len(preds)) if preds else ""
+    if row.get("answered") in (None, ""):
+        records = read_records(runs / str(row.get("run_id")) / "samples.jsonl")
+        if records:
+            preds = [str(r.get("prediction") or "").strip() for r in records]
+            row["answered"] = str(sum(map(bool, preds)) / len(preds))
     return row
 
 

@@ -1,5 +1,6 @@
-"""The In-Context RALM figures (and Table 3) at mini scale, one table: each figure's cells with their word-level
-perplexity (95% CI) and the paired gain over the no-retrieval run with the same settings.
+"""The In-Context RALM figures (and Table 3) at mini scale, one table: each figure's cells with
+their word-level perplexity (95% CI) and the paired gain over the no-retrieval run with the
+same settings.
 
     python -m scripts.ralm_figures          # -> results/ralm/figures.md
 
@@ -18,14 +19,14 @@ from typing import Any
 import yaml
 
 from ragrepro.paths import REPO_ROOT, results_dir
-from ragrepro.report import gain_rows
+from ragrepro.report import gain_rows, run_rows
 from ragrepro.report.result_specs import load_result_spec
 
 log = logging.getLogger(__name__)
 
-# experiment -> what the paper's figure varies (the figures whose cells are not Table 1's own)
-FIGURES = {"ralm/fig3": "retriever (top-1)", "ralm/fig4": "model size (embedded models)", "ralm/fig5": "retrieval stride (BM25)",
-           "ralm/fig6": "BM25 query length", "ralm/fig7": "reranking of the top k (BM25)",
+# experiment -> what the paper's figure varies
+FIGURES = {"ralm/fig3": "retriever (top-1)", "ralm/fig4": "model size (embedded models)",
+           "ralm/fig5": "retrieval stride (BM25)", "ralm/fig6": "BM25 query length", "ralm/fig7": "reranking of the top k (BM25)",
            "ralm/fig9": "dense query length (SmolLM2)", "ralm/fig10": "dense query length (Gemma)",
            "ralm/table3": "zero-shot scorer (Gemma evaluated)"}
 # a swept config key whose row column has another name
@@ -55,8 +56,11 @@ def figure_rows(experiment: str, root: Path, spec: dict[str, Any]) -> list[dict[
             if r["settings"].get("rerank") == "none"]
     own_refs = [r for r in runs if r["settings"].get("rerank") == "none"]
     swept = swept_settings(experiment)
-    runs.sort(key=lambda r: (gain_rows.sort_key(spec)(r)[:2],
-                             [str(r["settings"].get(k)).zfill(8) for k in swept]))
+    by_model, rerank_order = gain_rows.sort_key(spec), {k: i for i, k in enumerate(spec["order"])}
+    # model size, then the swept values in numeric order, then the spec's rerank order
+    runs.sort(key=lambda r: (by_model(r)[:2],
+                             [run_rows.sort_key(r["settings"].get(k)) for k in swept if k != "rerank"],
+                             rerank_order.get(r["settings"].get("rerank"), 99)))
     rows = []
     for r in runs:
         row = gain_rows.row_of(r, own_refs + refs, spec)
