@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: setup setup-cluster
+test: setup setup-cluster setup-browser
 	$(PY) -m pytest tests -x --timeout=900
 
 test-fast: setup
@@ -118,9 +118,13 @@ reproduce-table1-foldoc: setup setup-foldoc
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1_foldoc
 	$(PY) -m ralm.table1 ralm/table1_foldoc
 
-# Headless Chromium for the report test (Debian packages; needs root, as in CI).
+# Headless Chromium for tests/report/test_dashboard_browser.py and `make screenshot`; a no-op
+# when one is on PATH. Skipped with a message where apt-get cannot run (not root).
 setup-browser:
-	command -v chromium >/dev/null || (apt-get update -qq && apt-get install -y -qq chromium chromium-driver)
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null \
+	  || command -v google-chrome >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
+	  && (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver) \
+	  || echo "setup-browser: chromium unavailable (needs root and apt-get): the browser test will fail loudly"; }
 
 # Cluster launchers: Ray and Slurm (submitit) Python packages, and Debian's Slurm + munge
 # for the one-node localhost Slurm the launcher tests start (scripts/slurm_local.sh; root).
