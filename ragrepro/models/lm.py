@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from ..errors import ConfigError, NumericsError
+from ..generation import finish_reason
 from .loading import load_pretrained, resolve_source
 
 log = logging.getLogger(__name__)
@@ -151,11 +152,20 @@ class LM:
         return out
 
     # -- generation -----------------------------------------------------------------------
-    @torch.no_grad()
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: int,
                  logits_processor: Any = None, batch_size: int = 8, **kwargs: Any) -> list[list[int]]:
-        """Greedy unless the caller asks otherwise (do_sample=False is explicit, because a
-        checkpoint's generation_config may carry sampling settings). Returns new tokens only."""
+        """New tokens only, EOS and padding stripped (see `generate_with_finish`)."""
+        return [ids for ids, _ in self.generate_with_finish(
+            prompts, max_new_tokens, logits_processor, batch_size, **kwargs)]
+
+    @torch.no_grad()
+    def generate_with_finish(self, prompts: Sequence[Sequence[int]], max_new_tokens: int,
+                             logits_processor: Any = None, batch_size: int = 8,
+                             **kwargs: Any) -> list[tuple[list[int], str]]:
+        """(new tokens, finish reason) per prompt; the reason is read from the raw row before
+        EOS stripping (ragrepro.generation.finish_reason: eos / stop / length). Greedy unless
+        the caller asks otherwise (do_sample=False is explicit, because a checkpoint's
+        generation_config may carry sampling settings)."""
         kwargs.setdefault("do_sample", False)
         kwargs.setdefault("num_beams", 1)
         if not kwargs["do_sample"]:
@@ -178,8 +188,18 @@ class LM:
                                       logits_processor=logits_processor, **kwargs)
             new = gen[:, width:] if self.kind == "causal" else gen[:, 1:]
             for row in new.tolist():
-                results.append(_strip_after_eos(row, self.eos_id, pad))
+                kept = _strip_after_eos(row, self.eos_id, pad)
+                results.append((kept, finish_reason(_unpad(row, pad, self.eos_id),
+                                                    self.eos_id, max_new_tokens)))
         return results
+
+
+def _unpad(row: list[int], pad: int, eos: int | None) -> list[int]:
+    """A batch row without the right padding added after it ended (pad == eos keeps one)."""
+    end = len(row)
+    while end and row[end - 1] == pad:
+        end -= 1
+    return row[:end + 1] if pad == eos and end < len(row) else row[:end]
 
 
 def _strip_after_eos(row: list[int], eos: int | None, pad: int) -> list[int]:

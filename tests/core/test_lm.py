@@ -97,3 +97,17 @@ def test_hub_model_offline_gives_actionable_error(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(OfflineError, match="model=smollm2-135m"):
         load_lm("nope", "some-org/definitely-not-cached-model")
+
+
+def test_finish_reasons_from_a_real_model(smollm):
+    """A 3-token budget on an open-ended prompt is cut by length; a budget long enough for a
+    short list item ends at EOS or fills it; the batch mate's padding never counts as EOS."""
+    prompt = smollm.encode("The capital of France is")
+    (ids, why), = smollm.generate_with_finish([prompt], max_new_tokens=3)
+    assert why == "length" and len(ids) == 3
+    eos = smollm.eos_id
+    forced = smollm.generate_with_finish([prompt, smollm.encode("One")], max_new_tokens=4,
+                                         forced_eos_token_id=eos)
+    # forced_eos puts EOS at the last step: every row ends by EOS with 3 kept tokens at most
+    assert [w for _, w in forced] == ["eos", "eos"]
+    assert all(len(i) <= 3 and eos not in i for i, _ in forced)

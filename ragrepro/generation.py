@@ -1,0 +1,96 @@
+"""Generation diagnostics: why each generation stopped, and the per-row rates of it.
+
+A weak row can come from the model or from the harness (a budget that cuts every answer
+off, a prompt truncated on the left, a filter that outputs nothing). Every generating
+pipeline records, per sample, one `GenerationRecord` per generation stage under the sample's
+`generation` mapping (stage name -> record fields), and any method-specific facts under
+`diag` (name -> bool or number). `summarize` turns a run's samples into row columns:
+
+    gen_<stage>_length    share of outputs that hit max_new_tokens
+    gen_<stage>_empty     share of empty outputs (after the pipeline's parsing)
+    gen_<stage>_truncated share of prompts cut on the left to fit the context
+    gen_<stage>_stop      share stopped by a stop string; _eos, _key_closed likewise
+    gen_<stage>_output_tokens  mean output length in tokens
+    diag_<name>           mean of a method's per-sample fact (a rate for booleans)
+
+The core knows no stage or diag name: the pipelines choose them (RALM QA `answer`, FilCo
+`filter` and `answer`, RICHES `answer`, ...).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+FINISH_REASONS = ("eos", "stop", "key_closed", "length")
+
+
+def finish_reason(raw_new: Sequence[int], eos_ids: Iterable[int] | int | None,
+                  max_new_tokens: int, stopped: bool = False) -> str:
+    """Why one generation ended, from its raw new tokens (before any EOS stripping).
+
+    An EOS token anywhere means the model ended it; otherwise a caller-detected stop
+    (a stop string, a closed key) wins; otherwise a full budget is `length`. A row that
+    neither ended nor filled its budget stopped for a caller's reason (`stop`)."""
+    eos = {eos_ids} if isinstance(eos_ids, int) else set(eos_ids or ())
+    if any(int(t) in eos for t in raw_new):
+        return "eos"
+    if stopped:
+        return "stop"
+    return "length" if len(raw_new) >= max_new_tokens else "stop"
+
+
+@dataclass(frozen=True)
+class GenerationRecord:
+    """What one generation of one sample was: the facts a reader needs to tell 'the model
+    cannot' from 'the harness cut it off'."""
+
+    finish: str
+    prompt_tokens: int
+    output_tokens: int
+    truncated: bool
+    empty: bool
+
+    def __post_init__(self) -> None:
+        if self.finish not in FINISH_REASONS:
+            raise ValueError(f"finish={self.finish!r}; one of {FINISH_REASONS}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def record(finish: str, prompt_tokens: int, output_tokens: int, *, truncated: bool = False,
+           prediction: str | None = None) -> dict[str, Any]:
+    """The per-sample dict of one stage; `prediction` (the parsed output) sets `empty`."""
+    empty = prediction is not None and not prediction.strip()
+    return GenerationRecord(finish, int(prompt_tokens), int(output_tokens), bool(truncated),
+                            empty).as_dict()
+
+
+def summarize(samples: Iterable[Mapping[str, Any]]) -> dict[str, float]:
+    """Row columns from the samples' `generation` and `diag` mappings (see module doc)."""
+    stages: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    diags: dict[str, list[float]] = defaultdict(list)
+    for s in samples:
+        for stage, rec in (s.get("generation") or {}).items():
+            stages[stage].append(rec)
+        for name, value in (s.get("diag") or {}).items():
+            if value is not None:
+                diags[name].append(float(value))
+    out: dict[str, float] = {}
+    for stage, recs in sorted(stages.items()):
+        out.update(_stage_rates(stage, recs))
+    for name, values in sorted(diags.items()):
+        out[f"diag_{name}"] = sum(values) / len(values)
+    return out
+
+
+def _stage_rates(stage: str, recs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    n = len(recs)
+    out = {f"gen_{stage}_{reason}": sum(r.get("finish") == reason for r in recs) / n
+           for reason in FINISH_REASONS}
+    out[f"gen_{stage}_empty"] = sum(bool(r.get("empty")) for r in recs) / n
+    out[f"gen_{stage}_truncated"] = sum(bool(r.get("truncated")) for r in recs) / n
+    out[f"gen_{stage}_output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in recs) / n
+    return out
