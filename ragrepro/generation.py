@@ -19,9 +19,11 @@ The core knows no stage or diag name: the pipelines choose them (RALM QA `answer
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from .errors import ConfigError
 
 FINISH_REASONS = ("eos", "stop", "key_closed", "length")
 
@@ -94,3 +96,23 @@ def _stage_rates(stage: str, recs: Sequence[Mapping[str, Any]]) -> dict[str, flo
     out[f"gen_{stage}_truncated"] = sum(bool(r.get("truncated")) for r in recs) / n
     out[f"gen_{stage}_output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in recs) / n
     return out
+
+
+# -- budgets that fit ----------------------------------------------------------------------
+def longest_output(encode: Callable[[str], Sequence[int]], outputs: Iterable[str]) -> int:
+    """Token length of the longest demonstration output under this run's tokenizer."""
+    return max((len(encode(o)) for o in outputs), default=0)
+
+
+def check_budget(key: str, max_new_tokens: int, outputs: Iterable[str],
+                 encode: Callable[[str], Sequence[int]], what: str = "demonstration") -> int:
+    """Refuse a generation budget smaller than the longest output the prompt itself shows
+    the model (a budget that cannot hold the demonstrations' own answers cuts every
+    generation off, and the row measures the harness). Returns the needed value."""
+    need = longest_output(encode, outputs)
+    if int(max_new_tokens) < need:
+        raise ConfigError(
+            f"{key}={max_new_tokens} is smaller than the longest {what} output of this "
+            f"prompt ({need} tokens with this run's tokenizer): generations would be cut off "
+            f"before they can end. Set {key}={need} or more.")
+    return need

@@ -50,3 +50,15 @@ def test_summarize_rates_per_stage_and_diag_means():
     assert out["gen_filter_stop"] == 1.0 and out["gen_filter_length"] == 0.0
     assert out["diag_ctx_empty"] == pytest.approx(1 / 3)
     assert out["diag_keys_opened"] == pytest.approx(2.0)  # the None is left out
+
+
+def test_check_budget_names_key_and_needed_value():
+    from ragrepro.errors import ConfigError
+    from ragrepro.generation import check_budget
+
+    encode = str.split  # one token per word
+    outputs = ["Paris", "keys << A >> << B C >> Answer: 1947", "short one"]
+    assert check_budget("riches.max_new_tokens", 8, outputs, encode) == 8
+    with pytest.raises(ConfigError, match=r"riches.max_new_tokens=7 .*\(8 tokens.*Set "
+                                          r"riches.max_new_tokens=8 or more"):
+        check_budget("riches.max_new_tokens", 7, outputs, encode)
