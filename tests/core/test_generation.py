@@ -57,8 +57,8 @@ def test_check_budget_names_key_and_needed_value():
     from ragrepro.generation import check_budget
 
     encode = str.split  # one token per word
-    outputs = ["Paris", "keys << A >> << B C >> Answer: 1947", "short one"]
-    assert check_budget("riches.max_new_tokens", 8, outputs, encode) == 8
-    with pytest.raises(ConfigError, match=r"riches.max_new_tokens=7 .*\(8 tokens.*Set "
-                                          r"riches.max_new_tokens=8 or more"):
-        check_budget("riches.max_new_tokens", 7, outputs, encode)
+    outputs = ["Paris", "<< A >> << B C >> Answer: 1947", "short one"]  # 9, 1, 2 words
+    assert check_budget("riches.max_new_tokens", 9, outputs, encode) == 9
+    with pytest.raises(ConfigError, match=r"riches.max_new_tokens=8 .*\(9 tokens.*Set "
+                                          r"riches.max_new_tokens=9 or more"):
+        check_budget("riches.max_new_tokens", 8, outputs, encode)
