@@ -25,6 +25,11 @@ def pick_device(device: str | None) -> str:
     return device
 
 
+def device_type(device: str | None) -> str:
+    """cpu / cuda / mps: what a row records (`cuda:1` and `auto` on a GPU machine: cuda)."""
+    return pick_device(device).split(":", 1)[0]
+
+
 @dataclass
 class LM:
     """A loaded model and its tokenizer. `add_bos` is the model's BOS policy: Gemma needs BOS
@@ -227,26 +232,38 @@ def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
             dtype: str = "float32", device: str | None = "auto", revision: str | None = None,
             trust_remote_code: bool = False, device_map: str | None = None,
             max_length: int | None = None, checkpoint_dtype: str = "float32",
-            **_: Any) -> LM:
+            attn_implementation: str | None = None, **_: Any) -> LM:
     """Load a model from config. `device_map="auto"` spreads a model over several GPUs.
     dtype=checkpoint loads in the dtype the checkpoint's config.json declares
-    (`checkpoint_dtype`), as the official In-Context RALM code does (float16 for OPT/LLaMA)."""
+    (`checkpoint_dtype`), as the official In-Context RALM code does (float16 for OPT/LLaMA).
+    `attn_implementation` (eager, sdpa, flash_attention_2; None: transformers' choice) picks
+    the attention kernel. What was loaded (resolved revision, device, kernel) is reported to
+    ragrepro.lock, which checks it against an active lock file and gives it to the row."""
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
+
+    from ..lock import check_loaded, model_id
+    from .loading import check_attn_implementation
 
     dtype = effective_dtype(dtype, checkpoint_dtype)
     if dtype not in DTYPES:
         raise ConfigError(f"dtype={dtype!r}; use one of {sorted(DTYPES)}.")
     if kind not in ("causal", "seq2seq"):
         raise ConfigError(f"model.kind={kind!r}; use 'causal' or 'seq2seq'.")
+    attn = check_attn_implementation(attn_implementation)
     path, local = resolve_source(source, kind)
     dev = pick_device(device)
     cls = AutoModelForCausalLM if kind == "causal" else AutoModelForSeq2SeqLM
     tok, model = load_pretrained(cls, path, source, local, dev, DTYPES[dtype], device_map,
-                                 revision=revision, trust_remote_code=trust_remote_code)
+                                 attn_implementation=attn, revision=revision,
+                                 trust_remote_code=trust_remote_code)
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    log.info("Loaded %s (%s, %s, %s, %.0fM params)", name, source, dtype, dev,
+    resolved = model_id(source, revision)
+    kernel = getattr(model.config, "_attn_implementation", None) or attn
+    log.info("Loaded %s (%s @ %s, %s, %s, attention %s, %.0fM params)", name, source,
+             resolved or revision, dtype, dev, kernel,
              sum(p.numel() for p in model.parameters()) / 1e6)
+    check_loaded("model", source, revision, resolved, device=device_type(dev),
+                 attn_implementation=kernel)
     return LM(name=name, model=model, tokenizer=tok, kind=kind, add_bos=add_bos, device=dev,
               revision=revision, max_length=max_length)
-

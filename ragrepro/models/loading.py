@@ -29,7 +29,10 @@ def _file_hash_cached(path: Path) -> str:
     table = json.loads(memo.read_text()) if memo.exists() else {}
     if key not in table:
         table[key] = hash_file(path)
-        tmp = memo.with_suffix(".tmp")
+        # A per-process temporary name: parallel jobs writing one shared name would replace
+        # each other's file and the second os.replace would find nothing.
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        tmp = memo.with_name(f"{memo.name}.tmp{os.getpid()}")
         tmp.write_text(json.dumps(table, indent=1))
         os.replace(tmp, memo)
     return table[key]
@@ -135,23 +138,48 @@ def offline_error(source: str, err: Exception) -> OfflineError:
         f"model=smollm2-135m or model=gemma3-270m.")
 
 
+ATTN_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
+
+
+def check_attn_implementation(value: str | None) -> str | None:
+    """None (what transformers picks for the model and device) or one of the kernels."""
+    if value in (None, "", "null", "default"):
+        return None
+    if value not in ATTN_IMPLEMENTATIONS:
+        raise ConfigError(f"attn_implementation={value!r}; use one of "
+                          f"{list(ATTN_IMPLEMENTATIONS)} or null (the transformers default).")
+    return str(value)
+
+
 def load_pretrained(model_cls: Any, path: str, source: str, local: bool, device: Any,
                     dtype: Any, device_map: str | None = None,
+                    attn_implementation: str | None = None,
                     **common: Any) -> tuple[Any, Any]:
     """(tokenizer, model) from a resolved source, in eval mode and on `device` unless
     `device_map` places it; a hub model missing offline becomes OfflineError. `common`
-    (revision, trust_remote_code) goes to both from_pretrained calls."""
+    (revision, trust_remote_code) goes to both from_pretrained calls; `attn_implementation`
+    (None: transformers' choice) to the model's only."""
     from transformers import AutoTokenizer
 
     kw: dict[str, Any] = {**common, "dtype": dtype}
     if device_map:
         kw["device_map"] = device_map
+    if attn_implementation:
+        kw["attn_implementation"] = attn_implementation
     try:
         tok = AutoTokenizer.from_pretrained(path, **common)
         model = model_cls.from_pretrained(path, **kw)
     except OSError as e:
         if not local:
             raise offline_error(source, e) from e
+        raise
+    except (ImportError, ValueError) as e:
+        text = str(e).lower()
+        if attn_implementation and ("attn" in text or "flash" in text):
+            raise ConfigError(f"attn_implementation={attn_implementation!r} cannot be used for "
+                              f"{source!r} here ({type(e).__name__}: {e}). flash_attention_2 "
+                              f"needs a CUDA GPU and the flash-attn package; use sdpa or eager."
+                              ) from e
         raise
     if not device_map:
         model.to(device)
