@@ -38,7 +38,11 @@ log = logging.getLogger(__name__)
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
                            "fault", "hydra", "notes", "tags", "allow_code_change",
-                           "resources"})
+                           "resources", "lock_file", "allow_unlocked"})
+# Keys added after results were committed, at the value that reproduces what ran before
+# them: left out of the hash at that value (at any depth), so existing run ids stay valid.
+# `attn_implementation: null` is transformers' own choice, which every earlier run used.
+ID_NEUTRAL = {"attn_implementation": None}
 # Credential-like key names only: a bare "token" substring would also hide settings such as
 # doc_max_tokens or rerank_tokens, and configs could no longer be compared.
 _SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)
@@ -62,7 +66,17 @@ def run_id_of(resolved_cfg: dict[str, Any]) -> str:
     kept = {k: v for k, v in resolved_cfg.items() if k not in COSMETIC_KEYS}
     if isinstance(kept.get("pipeline"), dict):
         kept["pipeline"] = {"_target_": kept["pipeline"].get("_target_")}
-    return hash_obj(kept)
+    return hash_obj(_without_neutral(kept))
+
+
+def _without_neutral(obj: Any) -> Any:
+    """obj without the ID_NEUTRAL keys that hold their neutral value, recursively."""
+    if isinstance(obj, dict):
+        return {k: _without_neutral(v) for k, v in obj.items()
+                if not (k in ID_NEUTRAL and v == ID_NEUTRAL[k])}
+    if isinstance(obj, list):
+        return [_without_neutral(v) for v in obj]
+    return obj
 
 
 @dataclass
