@@ -118,6 +118,13 @@ class KeyConstraint:
                    word_starts=word_start_ids(strings),
                    free_banned=marker_lookalike_ids(strings, spec), **kw)
 
+    def _key_banned(self) -> np.ndarray | None:
+        """Free text inside an unconstrained key: the look-alikes stay banned (a key ends
+        only at the official close marker), the close marker itself is allowed."""
+        if self.free_banned is None:
+            return None
+        return self.free_banned[self.free_banned != self.spec.close[0]]
+
     def initial(self) -> HypState:
         return HypState()
 
@@ -137,8 +144,12 @@ class KeyConstraint:
         m = state.marker
         if m.mode is Mode.CLOSING:
             return Allowed("forced", ids=np.array([self.spec.close[m.close_pos]], dtype=np.int64))
-        if m.mode is Mode.FREE or not self.enabled:
+        if m.mode is Mode.FREE:
             return Allowed("free", banned=self.free_banned)
+        if not self.enabled:
+            # no-retrieval (§5.4): the evidence is free text, but the close marker is the
+            # only way out of a key, so it must stay allowed inside one
+            return Allowed("free", banned=self._key_banned())
         assert state.span is not None
         ch = self.index.children(state.span)
         toks = ch.tokens

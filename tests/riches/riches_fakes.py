@@ -25,6 +25,7 @@ WORDS = ["<pad>", "<eos>", " <<", " >>", " Joker", " is", " played", " by", " Jo
 ID = {w: i for i, w in enumerate(WORDS)}
 V = len(WORDS)
 EOS = ID["<eos>"]
+EOS_WORD = "<eos>"
 SPEC = MarkerSpec((ID[" <<"],), (ID[" >>"],))
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 from riches_fakes import (
     EOS,
+    EOS_WORD,
     ID,
     SPEC,
     WORDS,
@@ -96,6 +97,35 @@ def test_free_text_bans_marker_lookalikes_but_not_the_open_marker() -> None:
     out = proc(torch.tensor([[ID[" answer"], ID[" the"]]]), torch.zeros(1, V))
     banned = {WORDS[i] for i in torch.nonzero(torch.isinf(out[0])).flatten().tolist()}
     assert banned == {" >>", " <<<", ">>"}
+
+
+def test_no_retrieval_can_close_a_key_but_free_text_still_bans_lookalikes() -> None:
+    """enabled=False (the no-retrieval baseline, §5.4): evidence is unconstrained text, yet
+    the close marker is the only way out of a key, so inside a key it must be allowed; the
+    look-alikes stay banned there, and outside keys the close marker is banned as before."""
+    c = toy_constraint(KEYS, enabled=False)
+    free = c.allowed(c.initial())
+    assert free.kind == "free" and {WORDS[i] for i in free.banned} == {" >>", " <<<", ">>"}
+    state = c.initial()
+    for w in [" <<", " Nolan", " Batman"]:  # not a corpus key: nothing constrains it
+        state = c.advance(state, ID[w])
+    inside = c.allowed(state)
+    assert state.marker.mode is Mode.KEY and inside.kind == "free"
+    assert {WORDS[i] for i in inside.banned} == {" <<<", ">>"}
+    closed = c.advance(state, ID[" >>"])
+    assert closed.marker.mode is Mode.FREE and closed.marker.keys == ((ID[" Nolan"], ID[" Batman"]),)
+
+
+def test_no_retrieval_beam_closes_its_key_and_stops_before_the_budget() -> None:
+    """The model wants to close the key after ' Nolan' and then end: with the constraint off
+    it must be able to (today's bug ran every no-retrieval generation to max_new_tokens)."""
+    c = toy_constraint(KEYS, enabled=False)
+    model = BigramModel(table_from({" by": {" <<": 5}, " <<": {" Nolan": 5},
+                                    " Nolan": {" >>": 5, " Christopher": 1},
+                                    " Christopher": {" Nolan": 5}, " >>": {EOS_WORD: 5}}))
+    best = beam_search(model, ids([" by"]), c, BeamConfig(beam_size=2, max_new_tokens=12,
+                                                           stop_strings=()), decode, [EOS])[0]
+    assert best.reason == "eos" and decode(best.tokens) == " << Nolan >><eos>"
 
 
 def test_processor_state_follows_reordered_rows() -> None:
