@@ -7,8 +7,9 @@ import math
 from typing import Any
 
 from ..errors import DataError
+from . import verdict as repro
 from .keyed import KeyedRun, constant, distinguishing
-from .paper import lookup
+from .paper import find, lookup, table_recorded
 from .samples import DEFAULT_STATS, StatsSettings
 
 Row = dict[str, Any]
@@ -78,6 +79,11 @@ def headline(cells: dict[tuple[str, str], Row], spec: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _paper_cells(spec: dict[str, Any]) -> list[Any]:
+    look = dict(spec["paper"]["lookup"])
+    return find(look.pop("paper"), look.pop("table"), **look)
+
+
 class _PaperCells(dict):
     """`{model/rerank}` in the spec's headline text -> the paper's number."""
 
@@ -117,20 +123,37 @@ def _fmt_setting(v: Any) -> str:
     return "–" if v is None else str(v)
 
 
+def row_verdicts(rows: list[Row], spec: dict[str, Any]) -> list[repro.Verdict]:
+    """Each row against the paper's cell of its model and reranking (spec.paper.columns
+    maps our reranking onto the paper's keys); ragrepro.report.verdict has the rule."""
+    p = spec["paper"]
+    look = dict(p["lookup"])
+    paper, table = look.pop("paper"), look.pop("table")
+    shared = table_recorded(paper, table)
+    out = []
+    for r in rows:
+        col = p["columns"].get(r[spec["row_key"]])
+        cells = find(paper, table, **look, **{k: v for k, v in col.items() if k != "label"}) \
+            if col else []
+        out.append(repro.row_verdict(cells, shared, settings_of(r), lambda m, r=r: (
+            r.get(f"{m}_ci_low"), r.get(f"{m}_ci_high"))))
+    return out
+
+
 def table_lines(rows: list[Row], extra: list[str], reference: str = "none",
-                key: str = "rerank") -> list[str]:
+                key: str = "rerank", verdicts: list[str] | None = None) -> list[str]:
     head = ["Model", "Retrieval", "Reranking", *extra, "n (blocks; tokens)",
             "PPL (word) [95% CI]", "PPL (token) [95% CI]", "Gain vs none [95% CI]", "p",
-            "Gain distinguishable from 0"]
+            "Gain distinguishable from 0", *(["Verdict vs paper"] if verdicts else [])]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for r in rows:
+    for i, r in enumerate(rows):
         out.append("| " + " | ".join([
             str(r["model"]), str(r["retrieval"]), str(r["reranking"]),
             *[_fmt_setting(r.get(k)) for k in extra],
             f"{r['n_blocks'] if r['n_blocks'] is not None else '–'}; {r['n_tokens']}",
             _iv(r["ppl_word"], r["ppl_word_ci_low"], r["ppl_word_ci_high"]),
             _iv(r["ppl_token"], r["ppl_token_ci_low"], r["ppl_token_ci_high"]),
-            *gain_cells(r, reference, key)]) + " |")
+            *gain_cells(r, reference, key), *([verdicts[i]] if verdicts else [])]) + " |")
     return out
 
 
@@ -230,8 +253,12 @@ def to_markdown(rows: list[Row], spec: dict[str, Any], experiment: str,
     if extra:
         out += [(f"Rows of the same model and reranking differ in: {', '.join(extra)} "
                  f"(shown as columns)."), ""]
-    out += table_lines(rows, extra, ref, key)
+    verdicts = row_verdicts(rows, spec)
+    out += table_lines(rows, extra, ref, key, [v.text for v in verdicts])
     out += ["", verdict(rows, ref, key), ""]
+    for line in (repro.summary_line(verdicts),
+                 repro.margin_line([str(c.setting.get("metric")) for c in _paper_cells(spec)])):
+        out += [line, ""] if line else []
     if rows:
         out += [*settings_lines(rows, spec, extra), ""]
     out += [*paper_lines(spec), "", "The paper reports no confidence intervals.", "",

@@ -30,6 +30,10 @@ class PaperNumber:
     value: float | None           # None: the paper prints "-" in this cell
     keys: dict[str, Any] = field(default_factory=dict)
     setting: dict[str, Any] = field(default_factory=dict)
+    # The settings the number was measured under, named as our runs record them (a row's
+    # settings are compared with these for the reproduction verdict, ragrepro.report.verdict);
+    # empty: the record does not say, and no verdict is given.
+    recorded: dict[str, Any] = field(default_factory=dict)
 
     @property
     def source(self) -> str:
@@ -82,8 +86,27 @@ def paper_table(paper: str, table: str, path: Path = PAPER_NUMBERS) -> list[Pape
                        **(row.get("setting") or {})}
             keys = {**(row.get("keys") or {}), **(col.get("keys") or {})}
             out.append(PaperNumber(paper, table, str(row["label"]), str(col_label),
-                                   None if value is None else float(value), keys, setting))
+                                   None if value is None else float(value), keys, setting,
+                                   _merged("recorded", info, col, row)))
     return out
+
+
+def _merged(name: str, *nodes: dict[str, Any]) -> dict[str, Any]:
+    """`name` of the table, then the column, then the row (later wins; key order: first
+    seen, so the table's settings lead when the differences are listed)."""
+    out: dict[str, Any] = {}
+    for node in nodes:
+        block = node.get(name) or {}
+        if not isinstance(block, dict):
+            raise DataError(f"paper_numbers.yaml: `{name}` must be a mapping, not {block!r}.")
+        out.update(block)
+    return out
+
+
+def table_recorded(paper: str, table: str, path: Path = PAPER_NUMBERS) -> dict[str, Any]:
+    """The settings every cell of the table shares (its table-level `recorded`): what a row
+    with no paper cell of its own is compared with."""
+    return dict(table_info(paper, table, path).get("recorded") or {})
 
 
 def find(paper: str, table: str, **keys: Any) -> list[PaperNumber]:

@@ -34,6 +34,7 @@ class TableRow:
     paper_row: str = ""               # the paper's row and column labels, for the grid view
     paper_column: str = ""
     stats: RowStats = field(default_factory=RowStats)    # n, CI, paired test (table unit)
+    verdict: str = ""                 # reproduced / differs / ... (ragrepro.report.verdict)
 
 
 # ------------------------------------------------------------------------- rendering
@@ -68,14 +69,15 @@ def _n_text(row: TableRow) -> str:
 def render_cells(row: TableRow, show: list[str]) -> list[str]:
     run = f"{row.experiment}/{row.run_id}" if row.run_id else ""
     return [row.cell, _ours_text(row), _n_text(row), _fmt(row.paper, 1),
-            _fmt(row.diff, 2, signed=True), _ours_gain_text(row), _fmt_gain(row.paper_gain),
+            _fmt(row.diff, 2, signed=True), row.verdict, _ours_gain_text(row),
+            _fmt_gain(row.paper_gain),
             row.metric or "", row.paper_metric or "",
             *["" if is_missing(row.settings.get(c)) else str(row.settings.get(c))
               for c in show], row.note, run]
 
 
 def header(show: list[str]) -> list[str]:
-    return ["Paper cell", "Ours [95% CI]", "n", "Paper", "Ours − paper",
+    return ["Paper cell", "Ours [95% CI]", "n", "Paper", "Ours − paper", "Verdict vs paper",
             "Gain vs baseline (ours) [95% CI] p", "Gain vs baseline (paper)", "Our metric",
             "Paper metric", *show, "Comparability", "Run"]
 

@@ -16,8 +16,9 @@ from typing import Any
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text
 from ..paths import results_dir
+from . import verdict as repro
 from .keyed import label_shared_cells
-from .paper import PaperNumber, paper_table
+from .paper import PaperNumber, paper_table, table_recorded
 from .runs import RunRecord, is_missing, load_runs, to_float
 from .samples import DEFAULT_STATS
 from .spec import (
@@ -165,10 +166,24 @@ def _paper_cell(cells: list[PaperNumber], keys: dict[str, Any]) -> PaperNumber |
     return hits[0] if len(hits) == 1 else None
 
 
+def cell_verdict(run: _Run, cell: PaperNumber, metric: str | None, stats: RowStats,
+                 infos: dict[str, MetricInfo]) -> str:
+    """The reproduction verdict of a run against its paper cell: the cell's recorded
+    settings against the run's, our metric against the paper's, then the CI rule."""
+    paper_metric = cell.setting.get("metric")
+    extra = ([repro.Difference("metric", metric, paper_metric)]
+             if metric and paper_metric and canonical(metric, infos) != canonical(
+                 paper_metric, infos) else [])
+    return repro.cell_verdict(cell.recorded, run.rec, stats.ci_low, stats.ci_high, cell.value,
+                              repro.margin_for(paper_metric or metric), extra).text
+
+
 def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
-                infos: dict[str, MetricInfo]) -> list[TableRow]:
+                infos: dict[str, MetricInfo],
+                shared: dict[str, Any] | None = None) -> list[TableRow]:
     """One row per (paper cell, matching run); a cell without runs is a 'not run' row; a run
-    matching no cell is a row with no paper number. Nothing is dropped."""
+    matching no cell is a row with no paper number. Nothing is dropped. shared: the paper
+    table's own recorded settings, what a run with no paper cell is compared with."""
     spec_keys: dict[str, Any] = spec.get("keys") or {}
     list(spec.get("pair_on") or [])
     baseline: dict[str, Any] = spec.get("baseline") or {}
@@ -221,7 +236,9 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
                                              *note]),
                              run_id=run.rec.run_id, experiment=run.rec.experiment,
                              stats=value_stats(run.rec, metric,
-                                               metric_info(metric or "", infos).scale)))
+                                               metric_info(metric or "", infos).scale),
+                             verdict=repro.row_verdict([], shared or {}, run.rec,
+                                                       lambda _m: (None, None)).text))
     label_shared_cells(rows, {r.rec.run_id: r.rec for r in wrapped})
     return rows
 
@@ -266,6 +283,7 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
             notes.append("no paired baseline run for the gain")
     return TableRow(
         f"{cell.row} · {cell.column}", status, dict(cell.keys), ours=value, paper=cell.value,
+        verdict=cell_verdict(run, cell, metric, stats, infos),
         diff=None if value is None or cell.value is None else value - cell.value,
         ours_gain=ours_gain, paper_gain=paper_gain, metric=metric,
         paper_metric=cell.setting.get("metric"), settings=_show(run, spec.get("show") or []),
@@ -336,13 +354,15 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     if table:
         from .paper import table_info
         caption = str(table_info(paper, table).get("caption") or "")
-    rows = build_table(spec, cells, runs, infos)
+    rows = build_table(spec, cells, runs, infos, table_recorded(paper, table) if table else {})
     show = list(spec.get("show") or [])
     title = title_prefix + str(spec.get("title") or spec["name"])
     mine = [r for r in runs if r.experiment in set(spec.get("experiments") or [])]
     n_runs = len(mine)
     lines = _describe(spec, caption, n_runs)
     lines.append(f"Uncertainty: {DEFAULT_STATS.describe()}.")
+    if table:
+        lines.append(repro.margin_line([str(c.setting.get("metric")) for c in cells]))
     if any((getattr(r, "metadata", None) or {}).get("demo") for r in mine):
         lines.insert(0, "DEMO DATA: made-up numbers from ragrepro/report/demo.py, not results.")
     if not table:

@@ -144,7 +144,7 @@ def test_files_and_cli(results, capsys):
     assert [b.name for b in built] == ["ralm/table1"]
     md = (results / "report/ralm/table1.md").read_text()
     assert ("| GPT-2 S, BM25, zero-shot · WT-103 | 28.00 [no CI] |  | 28.6 | -0.60 | "
-            "-30.0% [no CI] | -23.7% |") in md
+            "not comparable: scale=mini vs paper (+5 more) | -30.0% [no CI] | -23.7% |") in md
     assert "| GPT-2 M, -, - · WT-103 | not run |  | 26.3 |" in md
     html = (results / "report/ralm/table1.html").read_text()
     assert "<td>28.00 [no CI]</td><td></td><td>28.6</td><td>-0.60</td>" in html
