@@ -71,15 +71,24 @@ def generation_caps(cfg: DictConfig, cap: int) -> dict[str, object]:
     return out
 
 
+def uncapped(cfg: DictConfig, caps: dict[str, object]) -> dict[str, object]:
+    """Pure: {dotted key: configured value} of every generation budget the cap changed.
+    Recorded as `rehearsal.uncapped`, so a pipeline checks the budget it was configured
+    with (ragrepro.generation.check_budget) while it runs under the cap."""
+    return {k: OmegaConf.select(cfg, k, default=None) for k, v in caps.items()
+            if OmegaConf.select(cfg, k, default=None) != v}
+
+
 def apply(cfg: DictConfig, root: Path, results: Path) -> None:
     """Point `cfg` at the fixtures and the rehearsal results folder (in place)."""
     caps = training_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.train_steps", default=2)),
                          int(OmegaConf.select(cfg, "rehearsal.train_examples", default=32)),
                          int(OmegaConf.select(cfg, "rehearsal.train_batch_size", default=4)))
+    gen_caps = generation_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.max_new_tokens",
+                                                         default=16)))
     changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
-                                  **caps, "device": "cpu",
-                                  **generation_caps(cfg, int(OmegaConf.select(
-                                      cfg, "rehearsal.max_new_tokens", default=16)))}
+                                  **caps, "device": "cpu", **gen_caps,
+                                  "rehearsal.uncapped": uncapped(cfg, gen_caps)}
     if not cfg.get("results_dir"):
         changes["results_dir"] = str(results / "rehearsal")
     with open_dict(cfg):

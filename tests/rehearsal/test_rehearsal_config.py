@@ -87,6 +87,11 @@ def test_generation_is_capped():
     assert generation_caps(cfg, 16) == {"qa.max_new_tokens": 10}  # already below the cap
     caps = generation_caps(_compose("experiment=riches/paper/main"), 16)
     assert caps["riches.max_new_tokens"] == 16 and caps["riches.iterative.max_new_tokens"] == 16
+    # the configured budgets the cap replaced, for the pipelines' budget checks
+    from ragrepro.rehearsal.config import uncapped
+
+    assert uncapped(_compose("experiment=riches/paper/main"), caps) == {
+        "riches.max_new_tokens": None, "riches.iterative.max_new_tokens": 40}
 
 
 def test_a_retrieval_cell_that_never_retrieved_fails_the_rehearsal():
