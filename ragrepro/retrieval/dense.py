@@ -5,6 +5,8 @@ cache_dir()/dense/<key>/, keyed by everything that changes them (encoder source 
 pooling, prefixes, document format, max_length, normalisation, corpus fingerprint). Shards are
 written as they finish, so a killed encoding job resumes where it stopped. At paper scale give
 `index_path`: a FAISS index written by scripts/build_index.py, loaded and never rebuilt.
+The index type (`retriever.faiss`: flat, ivfpq, hnsw; retrieval/faiss_index.py) is part of
+the key of a built approximate index, cached beside the embeddings.
 """
 from __future__ import annotations
 
@@ -23,6 +25,16 @@ from ..io import atomic_write_json, locked
 from ..paths import cache_dir
 from .base import Hit, Retriever, reject_unknown
 from .corpus import Corpus
+from .faiss_index import (
+    IndexSpec,
+    empty_index,
+    gpu_faiss,
+    resolve_spec,
+    set_search_params,
+    to_cpu,
+    to_gpu,
+    use_gpu,
+)
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +169,39 @@ class Encoder:
         return np.stack(out).astype(np.float32) if out else np.zeros((0, 0), np.float32)
 
 
+def encoder_dim(source: str) -> int | None:
+    """The vector size of an encoder without loading its weights: its local config.json, or
+    the architecture table for a hub id (None when neither says)."""
+    from ..models.loading import resolve_source
+
+    path, local = resolve_source(source, kind="encoder")
+    if local:
+        cfg = Path(path) / "config.json"
+        if cfg.is_file():
+            conf = json.loads(cfg.read_text())
+            return conf.get("hidden_size") or conf.get("dim") or conf.get("d_model")
+        return None
+    from ..models.archs import ARCHS, model_dims
+
+    return int(model_dims(source)["hidden"]) if source in ARCHS else None
+
+
+def training_sample(shards: Sequence[Path], size: int, seed: int = 0) -> np.ndarray:
+    """`size` vectors drawn without replacement (seeded) from the shards, in corpus order,
+    read through memory maps: the whole corpus never needs to be in memory."""
+    counts = [int(np.load(p, mmap_mode="r").shape[0]) for p in shards]
+    total = sum(counts)
+    pick = np.sort(np.random.default_rng(seed).choice(total, size=min(size, total),
+                                                      replace=False))
+    parts, start = [], 0
+    for path, count in zip(shards, counts):
+        mine = pick[(pick >= start) & (pick < start + count)] - start
+        if len(mine):
+            parts.append(np.asarray(np.load(path, mmap_mode="r")[mine], dtype=np.float32))
+        start += count
+    return np.ascontiguousarray(np.concatenate(parts))
+
+
 class DenseRetriever(Retriever):
     """Inner product between pooled query and passage vectors (cosine with normalize=true)."""
 
@@ -164,7 +209,7 @@ class DenseRetriever(Retriever):
                  max_length: int = 256, batch_size: int = 64, normalize: bool = False,
                  device: str = "auto", index_path: str | None = None,
                  shard_size: int = 4096, cache: bool = True, dtype: str = "float32",
-                 **extra):
+                 faiss: Mapping[str, Any] | None = None, **extra):
         reject_unknown("dense retriever", extra)
         enc = dict(encoder)
         unknown = set(enc) - set(ENCODER_KEYS)
@@ -191,6 +236,8 @@ class DenseRetriever(Retriever):
         self.index_path = index_path
         self.shard_size = int(shard_size)
         self.cache = cache
+        self.faiss_cfg = dict(faiss or {})
+        self._spec: IndexSpec | None = None
         self._q_encoder: Encoder | None = None
         self._d_encoder: Encoder | None = None
         self._index = None
@@ -211,7 +258,30 @@ class DenseRetriever(Retriever):
              "normalize": self.normalize, "dtype": self.dtype}
         if self.index_path:
             s["index_path"] = str(self.index_path)
+        spec = self.index_spec()
+        if spec.type != "flat":  # flat keeps the keys it had before index types existed
+            s["faiss"] = {**spec.params(), "trained_on": self.index_device()}
         return s
+
+    def vector_dim(self) -> int | None:
+        """Size of the passage vectors: from the cached embeddings, else the encoder's config."""
+        shards = self.shard_paths()
+        if shards and shards[0].exists():
+            return int(np.load(shards[0], mmap_mode="r").shape[1])
+        e = self.encoder_cfg
+        return encoder_dim(e.get("doc_source") or e["source"])
+
+    def index_spec(self) -> IndexSpec:
+        """retriever.faiss with every `auto` resolved for this corpus (checked once)."""
+        if self._spec is None:
+            self._spec = resolve_spec(self.faiss_cfg, len(self.corpus), self.vector_dim(),
+                                      f"corpus {self.corpus.name!r}")
+        return self._spec
+
+    def index_device(self) -> str:
+        """'gpu' when GPU FAISS builds/searches this index (retriever.faiss.gpu), else 'cpu'."""
+        has, n = gpu_faiss()
+        return "gpu" if use_gpu(self.index_spec().gpu, has, n, self.index_spec().type) else "cpu"
 
     def embeddings_key(self) -> str:
         return hash_obj({"encoder": self.encoder_settings(), "max_length": self.max_length,
@@ -314,17 +384,47 @@ class DenseRetriever(Retriever):
         return [i for i, path in enumerate(self.shard_paths()) if not path.exists()]
 
     def build_index(self):
-        """A FAISS exact inner-product index over the cached corpus embeddings."""
+        """The FAISS index of retriever.faiss over the cached corpus embeddings (CPU). The
+        exact flat index is rebuilt from the embeddings (a copy); an approximate one is
+        trained once and cached as index-<key>.faiss beside them."""
         import faiss
 
-        index = None
-        for path in self.corpus_embeddings():
-            vec = np.load(path)
-            if index is None:
-                index = faiss.IndexFlatIP(vec.shape[1])
-            index.add(np.ascontiguousarray(vec, dtype=np.float32))
-        if index is None:
+        shards = self.corpus_embeddings()
+        if not shards:
             raise ConfigError(f"Corpus {self.corpus.name!r} is empty.")
+        spec = self.index_spec()
+        if spec.type == "flat":
+            index = None
+            for path in shards:
+                vec = np.load(path)
+                if index is None:
+                    index = faiss.IndexFlatIP(vec.shape[1])
+                index.add(np.ascontiguousarray(vec, dtype=np.float32))
+            return index
+        key = hash_obj({**spec.build_params(), "trained_on": self.index_device()}, 12)
+        path = self.embeddings_dir() / f"index-{spec.type}-{key}.faiss"
+        with locked(path):
+            if not path.exists():
+                index = self._train_and_add(spec, shards)
+                tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+                faiss.write_index(to_cpu(index), str(tmp))
+                os.replace(tmp, path)
+        return faiss.read_index(str(path))
+
+    def _train_and_add(self, spec: IndexSpec, shards: list[Path]):
+        """Train on a seeded sample of the vectors (ivfpq), then add every shard in order, so
+        FAISS ids are corpus positions."""
+        dim = int(np.load(shards[0], mmap_mode="r").shape[1])
+        index = empty_index(spec, dim)
+        has, n_gpus = gpu_faiss()
+        if use_gpu(spec.gpu, has, n_gpus, spec.type):
+            index = to_gpu(index, spec, n_gpus)
+        log.info("Building FAISS %s over %d vectors of %s (once; cached)", spec.label(),
+                 len(self.corpus), self.corpus.name)
+        if spec.type == "ivfpq":
+            index.train(training_sample(shards, int(spec.train_size)))
+        for path in shards:
+            index.add(np.ascontiguousarray(np.load(path), dtype=np.float32))
         return index
 
     def save_index(self, path: str | Path) -> Path:
@@ -334,7 +434,7 @@ class DenseRetriever(Retriever):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         index = self._index if self._index is not None else self.build_index()
-        faiss.write_index(index, str(path))
+        faiss.write_index(to_cpu(index), str(path))
         atomic_write_json(path.with_suffix(path.suffix + ".json"),
                           {"settings": {k: v for k, v in self.settings().items()
                                         if k != "index_path"},
@@ -346,9 +446,13 @@ class DenseRetriever(Retriever):
         if self._index is not None:
             return self._index
         if self.index_path:
-            self._index = self._load_index(Path(self.index_path).expanduser())
+            index = self._load_index(Path(self.index_path).expanduser())
         else:
-            self._index = self.build_index()
+            index = self.build_index()
+        has, n_gpus = gpu_faiss()
+        if use_gpu(self.index_spec().gpu, has, n_gpus, self.index_spec().type):
+            index = to_gpu(index, self.index_spec(), n_gpus)
+        self._index = index
         return self._index
 
     def _load_index(self, path: Path):
@@ -366,15 +470,28 @@ class DenseRetriever(Retriever):
             if info.get("settings", {}).get("encoder") not in (None, self.encoder_settings()):
                 raise ConfigError(f"FAISS index {path} was built with encoder settings "
                                   f"{info['settings']['encoder']}, not {self.encoder_settings()}.")
+            self._check_index_type(path, info.get("settings", {}).get("faiss"))
         if index.ntotal != len(self.corpus):
             raise ConfigError(f"FAISS index {path} holds {index.ntotal} vectors but corpus "
                               f"{self.corpus.name!r} has {len(self.corpus)} passages: they do "
                               f"not belong together.")
         return index
 
+    def _check_index_type(self, path: Path, built: Mapping[str, Any] | None) -> None:
+        """A prebuilt index must be the type retriever.faiss says, or its search parameters
+        (nprobe, efSearch) would silently be FAISS's defaults."""
+        have = dict(built or {"type": "flat"})
+        have.pop("trained_on", None)
+        want = self.index_spec().params()
+        if have != want:
+            raise ConfigError(f"FAISS index {path} is {have} but retriever.faiss says {want}: "
+                              f"set retriever.faiss to the index's parameters (its .json "
+                              f"sidecar lists them), or rebuild it.")
+
     # ---- search -----------------------------------------------------------------------
     def _search(self, queries: list[str], n: int) -> list[list[Hit]]:
         index = self._open()
+        set_search_params(index, self.index_spec(), n)
         q = self.encode_queries(queries)
         scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), min(n, index.ntotal))
         out = []
