@@ -48,6 +48,13 @@ def prompt_ids(lm: LM, prompt: str, max_len: int | None = None) -> list[int]:
     return seq2seq_source_ids(lm, prompt, max_len)
 
 
+def prompt_ids_truncated(lm: LM, prompt: str, max_len: int | None) -> tuple[list[int], bool]:
+    """prompt_ids, and whether the prompt had to be cut to max_len (a diagnostic: a cut
+    prompt lost part of its retrieved context)."""
+    ids = prompt_ids(lm, prompt, max_len)
+    return ids, max_len is not None and len(prompt_ids(lm, prompt, None)) > max_len
+
+
 def target_ids(lm: LM, target: str, max_len: int | None = None) -> list[int]:
     if lm.kind == "causal":
         ids = causal_target_ids(lm, target)

@@ -13,6 +13,7 @@ from typing import Any
 from ragrepro.cache import cache_path, cached_json
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
+from ragrepro.generation import check_budget, record, summarize
 from ragrepro.hashing import hash_obj
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
@@ -24,9 +25,10 @@ from ragrepro.tracking import Run
 from . import prompts
 from .cxmi import CxmiScorer
 from .data import QASet, load_examples
+from .diagnostics import context_diag
 from .measures import CXMI_THRESHOLD_NOTE, MeasureSpec
 from .official import official_prediction
-from .settings import SETTINGS, FilcoSettings
+from .settings import SETTINGS, FilcoSettings, variant_label
 from .silver import (
     Example,
     Silver,
@@ -142,14 +144,20 @@ def generator(c: Ctx, setting: str, exs: Sequence[Example], sil: Sequence[Silver
     return trained_lm(c.lm, pairs, c.fc.train.config("gen", c.seed), role)
 
 
-def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
+def ctx_pairs(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]) -> list[tuple[str, str]]:
+    """M_ctx training pairs: question + passages -> the silver context (fallback.ctx_target
+    says what an empty one becomes; `drop` leaves the example out)."""
     pairs = []
     for e, s in zip(exs, sil):
         if not s.text and c.fc.fallback.ctx_target == "drop":
             continue
         pairs.append((prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix),
                       ctx_train_target(s, c.fc.fallback.ctx_target, e.passages)))
-    return trained_lm(c.lm, pairs, c.fc.train.config("ctx", c.seed), "ctx")
+    return pairs
+
+
+def ctx_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
+    return trained_lm(c.lm, ctx_pairs(c, exs, sil), c.fc.train.config("ctx", c.seed), "ctx")
 
 
 def psg_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
@@ -159,53 +167,110 @@ def psg_filter(c: Ctx, exs: Sequence[Example], sil: Sequence[Silver]):
     return trained_lm(c.lm, pairs, c.fc.train.config("psg", c.seed), "psg")
 
 
-def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: str) -> list[str]:
+def generate_records(c: Ctx, lm: LM, sources: Sequence[str], max_new: int,
+                     what: str) -> list[dict[str, Any]]:
+    """{text, generation} per source: the decoded output and its generation record (finish
+    reason, prompt/output tokens, truncation; ragrepro.generation.record)."""
     from tqdm import tqdm
 
-    from .encoding import prompt_ids
+    from .encoding import prompt_ids_truncated
 
+    # `records: 2`: the cache holds records, not the bare texts of earlier versions
     key = {"model": [lm.name, lm.revision], "sources": hash_obj(list(sources), 32),
-           "max_new": max_new, "max_in": c.fc.max_input_tokens}
+           "max_new": max_new, "max_in": c.fc.max_input_tokens, "records": 2}
 
-    def compute() -> list[str]:
-        out: list[str] = []
+    def compute() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         bs = c.fc.gen_batch_size
         for b in tqdm(range(0, len(sources), bs), desc=what, leave=False):
-            ids = [prompt_ids(lm, s, c.fc.max_input_tokens) for s in sources[b:b + bs]]
-            gen = lm.generate(ids, max_new_tokens=max_new, batch_size=bs)
-            out += [lm.decode(g, skip_special_tokens=True).strip() for g in gen]
+            enc = [prompt_ids_truncated(lm, s, c.fc.max_input_tokens) for s in sources[b:b + bs]]
+            gen = lm.generate_with_finish([ids for ids, _ in enc], max_new_tokens=max_new,
+                                          batch_size=bs)
+            for (ids, cut), (new, finish) in zip(enc, gen):
+                text = lm.decode(new, skip_special_tokens=True).strip()
+                out.append({"text": text, "generation": record(finish, len(ids), len(new),
+                                                               truncated=cut, prediction=text)})
         return out
 
     return cached_json(c.cache_file("generations", key), compute)
 
 
+def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: str) -> list[str]:
+    return [r["text"] for r in generate_records(c, lm, sources, max_new, what)]
+
+
+# -- budgets that fit ----------------------------------------------------------------------
+# Each generation budget must hold the longest target its model is trained on, EOS included
+# (a model that cannot emit its end token runs to the budget, and the row measures the
+# harness). Checked before the model is trained; test generation uses the same budget.
+def _target_encoder(c: Ctx) -> Callable[[str], list[int]]:
+    from .encoding import target_ids
+
+    return lambda text: target_ids(c.lm, text)
+
+
+def check_gen_budget(c: Ctx, train: Sequence[Example]) -> dict[str, int]:
+    """M_gen's targets (`answer: ..` of the training questions) are known at start."""
+    if c.fc.stage != "generate":
+        return {}
+    targets = [prompts.gen_target(c.task, choose_output(e.answers, e.passages)) for e in train]
+    return {"filco.gen_max_new_tokens": check_budget(
+        "filco.gen_max_new_tokens", c.fc.gen_max_new_tokens, targets, _target_encoder(c),
+        "M_gen training target")}
+
+
+def check_ctx_budget(c: Ctx, setting: str, train: Sequence[Example],
+                     sil_train: Sequence[Silver]) -> dict[str, int]:
+    """M_ctx's targets are the silver contexts: known once the training set is labelled."""
+    if setting != "filco" or c.fc.test_context != "predicted":
+        return {}
+    targets = [t for _, t in ctx_pairs(c, train, sil_train)]
+    return {"filco.ctx_max_new_tokens": check_budget(
+        "filco.ctx_max_new_tokens", c.fc.ctx_max_new_tokens, targets, _target_encoder(c),
+        "M_ctx training target (silver context)")}
+
+
 # -- test-time contexts --------------------------------------------------------------------
+@dataclass
+class TestContexts:
+    """Per test example: the setting's filtered context (before the test-time fallback),
+    the context the generator reads, and the filter model's generation records (FilCo)."""
+
+    filtered: list[str]
+    contexts: list[str]
+    info: dict[str, Any] = field(default_factory=dict)
+    filter_generation: list[dict[str, Any]] | None = None
+
+
+def _fallback(c: Ctx, filtered: list[str], test: Sequence[Example], **kw: Any) -> TestContexts:
+    return TestContexts(filtered, [eval_context(f, e.passages, c.fc.fallback.test)
+                                   for f, e in zip(filtered, test)], **kw)
+
+
 def contexts_for(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Example],
-                  sil_train: Sequence[Silver], sil_test: Sequence[Silver]) -> tuple[list[str], dict]:
+                 sil_train: Sequence[Silver], sil_test: Sequence[Silver]) -> TestContexts:
     """The context each test example's generator sees, and what produced it."""
-    rule = c.fc.fallback.test
-    info: dict[str, Any] = {}
     if setting == "full":
-        return [_join(e.passages) for e in test], info
+        full = [_join(e.passages) for e in test]
+        return TestContexts(full, list(full))
     if setting == "silver" or (setting == "filco" and c.fc.test_context == "silver_as_released"):
         # silver_as_released: the released replace_context.py feeds the silver context copied
         # by query.py instead of the filter's predictions (issue #10)
-        return [eval_context(s.text, e.passages, rule) for e, s in zip(test, sil_test)], info
+        return _fallback(c, [s.text for s in sil_test], test)
     if setting == "psg":
         model, info = psg_filter(c, train, sil_train)
         sources = [prompts.psg_prompt(c.task, e.question, p) for e in test for p in e.passages]
         verdicts = iter(generate_texts(c, model, sources, 2, "psg filter"))
-        out = []
-        for e in test:
-            kept = [p for p in e.passages if next(verdicts).lower().startswith(prompts.PSG_YES)]
-            out.append(eval_context(_join(kept), e.passages, rule))
-        return out, info
+        kept = [_join([p for p in e.passages if next(verdicts).lower().startswith(prompts.PSG_YES)])
+                for e in test]
+        return _fallback(c, kept, test, info=info)
     if setting == "filco":
         model, info = ctx_filter(c, train, sil_train)
         sources = [prompts.ctx_prompt(c.task, e.question, e.passages, c.ctx_answer_prefix)
                    for e in test]
-        preds = generate_texts(c, model, sources, c.fc.ctx_max_new_tokens, "M_ctx")
-        return [eval_context(p, e.passages, rule) for p, e in zip(preds, test)], info
+        recs = generate_records(c, model, sources, c.fc.ctx_max_new_tokens, "M_ctx")
+        return _fallback(c, [r["text"] for r in recs], test, info=info,
+                         filter_generation=[r["generation"] for r in recs])
     raise ConfigError(f"filco.setting={setting!r}; use one of {SETTINGS}.")
 
 
@@ -214,7 +279,8 @@ def _settings(c: Ctx, train: QASet, test: QASet, n_train: int, n_test: int,
               retriever: str | None, scorer: str | None) -> dict[str, Any]:
     fc, common = c.fc, c.fc.train.common
     return {**test.row(), "method": METHODS[fc.setting],
-            "setting": fc.setting, "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
+            "setting": fc.setting, "variant": variant_label(fc.setting, fc.fallback.switches()),
+            "stage": fc.stage, "top_k": c.k, "family": c.lm.kind,
             "generator": c.lm.name,
             "generator_revision": c.lm.revision, "task": c.task.name, "k": c.k,
             "measure": c.spec.name, "measure_mode": c.spec.mode,
@@ -264,6 +330,7 @@ def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: Fil
                                for qa in (train, test))
     records, extra, sil_train = evaluate(c, fc.setting, train_exs, test_exs, run)
     metrics: dict[str, Any] = _aggregate(records, c.task, fc.stage == "generate")
+    metrics.update(summarize(records))  # gen_<stage>_* and diag_ctx_* rates
     if fc.setting != "full":  # Full needs no silver contexts
         metrics["silver_empty_train"] = sum(s.empty for s in sil_train) / max(1, len(sil_train))
     settings_row = _settings(c, train, test, len(train_exs), len(test_exs), retriever.name,
@@ -275,20 +342,29 @@ def evaluate(c: Ctx, setting: str, train: Sequence[Example], test: Sequence[Exam
              run: Run) -> tuple[list[dict], dict, list[Silver]]:
     """Contexts for `setting`, then (stage=generate) the generator's predictions and scores.
     Per-sample records go to run.add_sample (a rerun skips the ones already written)."""
+    # FilCo's test silvers are a diagnostic (ctx_is_silver); the Silver setting reads them
+    test_silver = setting in ("silver", "filco")
+    budgets = check_gen_budget(c, train)
     with run.timed("silver"):
         sil_train = silvers(c, train) if setting != "full" else [Silver("")] * len(train)
-        sil_test = silvers(c, test) if setting == "silver" or c.fc.test_context != "predicted" \
-            else [Silver("")] * len(test)
+        sil_test = silvers(c, test) if test_silver else [Silver("")] * len(test)
+    budgets.update(check_ctx_budget(c, setting, train, sil_train))
     with run.timed("filter"):
-        contexts, filter_info = contexts_for(c, setting, train, test, sil_train, sil_test)
+        tc = contexts_for(c, setting, train, test, sil_train, sil_test)
     done = {r["qid"]: r for r in run.repair_samples()}
-    records = [context_record(c, e, ctx) for e, ctx in zip(test, contexts)]
-    extra: dict[str, Any] = {"filter_train": filter_info, "cxmi_threshold_note": CXMI_THRESHOLD_NOTE}
+    records = [context_record(c, e, ctx) for e, ctx in zip(test, tc.contexts)]
+    for i, (r, e) in enumerate(zip(records, test)):
+        r["filtered_context"] = tc.filtered[i]
+        r["diag"] = context_diag(tc.filtered[i], e.passages, e.answers, c.split,
+                                 sil_test[i].text if test_silver else None)
+        r["generation"] = {"filter": tc.filter_generation[i]} if tc.filter_generation else {}
+    extra: dict[str, Any] = {"filter_train": tc.info, "budgets_needed": budgets,
+                             "cxmi_threshold_note": CXMI_THRESHOLD_NOTE}
     if c.fc.stage == "generate":
         with run.timed("generator"):
             gen, gen_info = generator(c, setting, train, sil_train)
             extra["generator_train"] = gen_info
-            _generate_and_record(c, gen, setting, test, contexts, records, done, run)
+            _generate_and_record(c, gen, setting, test, tc.contexts, records, done, run)
     else:
         for r in records:
             if r["qid"] not in done:
@@ -303,26 +379,30 @@ def _generate_and_record(c: Ctx, gen: LM, setting: str, test: Sequence[Example],
     already in samples.jsonl (a killed run) are taken from there instead of regenerated."""
     from tqdm import tqdm
 
-    from .encoding import prompt_ids
+    from .encoding import prompt_ids_truncated
 
     todo = []
     for i, r in enumerate(records):
         if "raw_output" in done.get(r["qid"], {}):
             r.update({k: done[r["qid"]][k] for k in ("raw_output", "prediction", "score",
-                                                      "prediction_code", "score_code")})
+                                                      "prediction_code", "score_code")
+                      + (("generation",) if "generation" in done[r["qid"]] else ())})
         else:
             todo.append(i)
     bs = c.fc.gen_batch_size
     for b in tqdm(range(0, len(todo), bs), desc="M_gen", leave=False):
         idx = todo[b:b + bs]
-        ids = [prompt_ids(gen, prompts.gen_prompt(c.task, test[i].question, contexts[i],
-                                                  c.fc.gen_format, c.ctx_answer_prefix),
-                          c.fc.max_input_tokens) for i in idx]
-        outs = gen.generate(ids, max_new_tokens=c.fc.gen_max_new_tokens, batch_size=bs)
-        for i, out_ids in zip(idx, outs):
+        enc = [prompt_ids_truncated(gen, prompts.gen_prompt(
+            c.task, test[i].question, contexts[i], c.fc.gen_format, c.ctx_answer_prefix),
+            c.fc.max_input_tokens) for i in idx]
+        outs = gen.generate_with_finish([ids for ids, _ in enc],
+                                        max_new_tokens=c.fc.gen_max_new_tokens, batch_size=bs)
+        for i, (ids, cut), (out_ids, finish) in zip(idx, enc, outs):
             r = records[i]
             raw = gen.decode(out_ids, skip_special_tokens=True)
             pred = prompts.clean_output(raw.strip())
+            r["generation"] = {**r.get("generation", {}), "answer": record(
+                finish, len(ids), len(out_ids), truncated=cut, prediction=pred)}
             # score_code: the prediction as the official scripts extract it (query.py or
             # query_llama.py, then eval.py's clean_output) under eval.py's metric
             pred_code = official_prediction(raw, gen.kind)

@@ -37,6 +37,13 @@ class CxmiSettings:
         _one_of("filco.cxmi.prompt", self.prompt, ("paper", "code"))
 
 
+# The released code's fallbacks (reference §3); the paper states none of them, so each other
+# choice is a named switch, and a row that uses one says so (FallbackSettings.switches).
+OFFICIAL_FALLBACK = {"gen_train": "top1", "ctx_target": "empty", "test": "none"}
+FALLBACK_CHOICES = {"gen_train": ("top1", "empty"), "ctx_target": ("empty", "top1", "drop"),
+                    "test": ("none", "top1")}
+
+
 @dataclass(frozen=True)
 class FallbackSettings:
     """`filco.fallback.*`: what replaces an empty silver or predicted context."""
@@ -44,6 +51,21 @@ class FallbackSettings:
     gen_train: str           # top1 (code) | empty
     ctx_target: str          # empty (code) | top1 | drop
     test: str                # none (code) | top1
+
+    def __post_init__(self) -> None:
+        for key, choices in FALLBACK_CHOICES.items():
+            _one_of(f"filco.fallback.{key}", getattr(self, key), choices)
+
+    def switches(self) -> list[str]:
+        """The fallbacks that differ from the released code's, as `fallback.<key>=<value>`."""
+        return [f"fallback.{k}={getattr(self, k)}" for k in OFFICIAL_FALLBACK
+                if getattr(self, k) != OFFICIAL_FALLBACK[k]]
+
+
+def variant_label(setting: str, switches: list[str]) -> str:
+    """A row's name in tables: the setting, and each switch it runs with, named as one
+    (`filco [switch fallback.test=top1]`); the official behaviour is the bare setting."""
+    return setting + "".join(f" [switch {s}]" for s in switches)
 
 
 @dataclass(frozen=True)

@@ -46,9 +46,15 @@ class FakeLM:
         return "answer: Paris"
 
     def generate(self, prompts, max_new_tokens, batch_size=8, **_):
+        return [ids for ids, _ in self.generate_with_finish(prompts, max_new_tokens, batch_size)]
+
+    def generate_with_finish(self, prompts, max_new_tokens, batch_size=8, **_):
+        """As LM.generate_with_finish; `length` when the answer fills the budget (not cut:
+        the psg verdicts' 2-token budget is counted in characters here)."""
         texts = [self.decode(p) for p in prompts]
         self.log.setdefault(self.role, []).extend(texts)
-        return [self.encode(self.respond(t)) for t in texts]
+        out = [self.encode(self.respond(t)) for t in texts]
+        return [(ids, "length" if len(ids) >= max_new_tokens else "eos") for ids in out]
 
 
 TRAIN = [Example("t1", "Capital of France?", ("Paris",),
