@@ -15,6 +15,8 @@ SUBCOMMANDS = {
     "table": "ragrepro.report.tables:main",
     "report": "ragrepro.report.build:main",
     "plan": "ragrepro.plan:main",
+    "samples": "ragrepro.report.sample_view:main",
+    "lock": "ragrepro.lock:main",
 }
 
 

@@ -215,10 +215,10 @@ class Lock:
     pins: dict[str, str] = field(default_factory=dict)
 
 
-def lock_text(pins: list[Pin], configs: list[str]) -> str:
+def lock_text(pins: list[Pin], configs: list[str], multirun: bool = False) -> str:
     import yaml
 
-    body = {"version": LOCK_VERSION, "configs": configs,
+    body = {"version": LOCK_VERSION, "configs": configs, "multirun": multirun,
             "pins": {p.entry: {"kind": p.kind, "name": p.name, "requested": p.requested,
                                "resolved": p.resolved, "keys": sorted(p.keys)}
                      for p in sorted(pins, key=lambda p: p.entry)}}
@@ -309,11 +309,14 @@ def recorded_pins(settings: Mapping[str, Any], cfg_pins: list[Pin]) -> list[Pin]
 
 # ---- the lock a loader checks against (set by the runner for one run) ---------------------
 _ACTIVE: list[tuple[Lock, bool]] = []
+_LOADED: dict[str, dict[str, Any]] = {}
 
 
 @contextmanager
 def active(lock: Lock | None, allow: bool) -> Iterator[None]:
-    """Loaders check what they load against `lock` (check_loaded) while this is open."""
+    """One run's loading: what loaders report starts empty (loaded()), and they check it
+    against `lock` (check_loaded) while this is open."""
+    _LOADED.clear()
     if lock is None:
         yield
         return
@@ -322,9 +325,6 @@ def active(lock: Lock | None, allow: bool) -> Iterator[None]:
         yield
     finally:
         _ACTIVE.pop()
-
-
-_LOADED: dict[str, dict[str, Any]] = {}
 
 
 def check_loaded(kind: str, name: str, requested: str | None, resolved: str | None,
@@ -391,5 +391,6 @@ def main(argv: list[str] | None = None) -> None:
                   "the others.", len(missing))
         raise SystemExit(2)
     out = Path(args.output)
-    out.write_text(lock_text([p for p in pins if p.resolved], args.overrides), encoding="utf-8")
+    out.write_text(lock_text([p for p in pins if p.resolved], args.overrides, args.multirun),
+                   encoding="utf-8")
     sys.stdout.write(f"Wrote {out}: {len(pins) - len(missing)} pinned item(s)\n")

@@ -9,11 +9,13 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from .. import rehearsal
 from ..errors import ConfigError, DataError, OfflineError
 from ..io import iter_jsonl
+from ..lock import check_loaded, hub_commit, is_commit
 from .common import EMBEDDED_LM, EMBEDDED_QA, finish_docs, finish_qa, need_path
 from .converters import get_converter
 from .local import read_text_docs
@@ -83,18 +85,30 @@ def is_offline_error(err: BaseException) -> bool:
 
 
 def load_hub_split(repo: str, config: str | None, split: str, instead: str,
-                   split_map: Mapping[str, str], heldout: HeldoutDev | None) -> tuple[Any, str]:
+                   split_map: Mapping[str, str], heldout: HeldoutDev | None,
+                   revision: str | None = None) -> tuple[Any, str]:
     """(rows, source of the split: the hub split, or how dev was carved out of train).
     Raises OfflineError when the data cannot be fetched."""
     hub_split = split_map.get(split, split)
-    rows = _load_hub_rows(repo, config, hub_split, instead)
+    rows = _load_hub_rows(repo, config, hub_split, instead, revision)
     part = dev_partition(len(rows), split, heldout) if heldout and hub_split == "train" else None
     if part is not None:
         rows = rows.select(part)
     return rows, split_source(split, hub_split, heldout)
 
 
-def _load_hub_rows(repo: str, config: str | None, hub_split: str, instead: str) -> Any:
+def commit_of_rows(rows: Any) -> str | None:
+    """The repo commit a loaded hub dataset came from: datasets names its cache folder
+    `<org>___<name>/<config>/<version>/<commit>/` (also what an offline load finds)."""
+    for f in getattr(rows, "cache_files", None) or []:
+        for part in reversed(Path(str(f.get("filename", ""))).parts):
+            if is_commit(part):
+                return part
+    return None
+
+
+def _load_hub_rows(repo: str, config: str | None, hub_split: str, instead: str,
+                   revision: str | None = None) -> Any:
     import datasets
 
     what = f"Dataset {repo}" + (f" ({config})" if config else "") + f" split {hub_split!r}"
@@ -108,12 +122,14 @@ def _load_hub_rows(repo: str, config: str | None, hub_split: str, instead: str) 
         log.info("Loaded %s from the rehearsal fixture: %d rows", what, len(rows))
         return rows
     try:
-        rows = datasets.load_dataset(repo, config, split=hub_split)
+        rows = datasets.load_dataset(repo, config, split=hub_split, revision=revision)
     except Exception as e:
         if is_offline_error(e) or os.environ.get("HF_DATASETS_OFFLINE") == "1":
             raise OfflineError(offline_message(what, instead)) from e
         raise DataError(f"{what}: could not be loaded ({type(e).__name__}: {e}).") from e
-    log.info("Loaded %s: %d rows", what, len(rows))
+    resolved = hub_commit(repo, revision, "dataset") or commit_of_rows(rows)
+    log.info("Loaded %s @ %s: %d rows", what, resolved or revision or "main", len(rows))
+    check_loaded("dataset", repo, revision, resolved)
     return rows
 
 
@@ -122,12 +138,13 @@ def hub_qa(*, name: str, task: str, variant: str | None, split: str, limit: int 
            repo: str, config: str | None, converter: str, split_map: Mapping[str, str],
            heldout_dev: Mapping[str, Any] | None, path: str | None = None,
            local_fields: list[str] | None = None, file_help: str = "",
-           hops: int | None = None) -> list[QARecord]:
+           hops: int | None = None, revision: str | None = None) -> list[QARecord]:
     """QA records of a hub dataset: rows of `repo`/`config` in the hub's schema, split `split`
     read from `split_map[split]` (dev carved out of train by `heldout_dev`), each row turned
     into a QARecord by `converter` (ragrepro.data.converters). Only the first `limit` rows are
     converted. With `path`, rows come from a local JSONL in the same schema (allowed when the
-    YAML lists the `local_fields` every row needs, e.g. MuSiQue's official release)."""
+    YAML lists the `local_fields` every row needs, e.g. MuSiQue's official release).
+    `revision` (default main) is the hub revision; rows record the commit it resolved to."""
     conv = get_converter(converter)
     if path:
         if local_fields is None:
@@ -137,7 +154,7 @@ def hub_qa(*, name: str, task: str, variant: str | None, split: str, limit: int 
         records = [conv(r, i, split, config) for i, r in enumerate(rows)]
         return finish_qa(records, name, split, limit, hops)
     table, source = load_hub_split(repo, config, split, EMBEDDED_QA, split_map,
-                                   heldout_of(heldout_dev))
+                                   heldout_of(heldout_dev), revision)
     n = len(table) if limit is None else min(len(table), int(limit))
     records = []
     for i in range(n):
@@ -157,7 +174,7 @@ def join_wikitext_rows(texts: Iterable[str]) -> str:
 
 def wikitext(*, name: str, task: str, variant: str, split: str, limit: int | None, repo: str,
              split_map: Mapping[str, str], path: str | None = None,
-             file_help: str = "") -> list[LMDoc]:
+             file_help: str = "", revision: str | None = None) -> list[LMDoc]:
     """WikiText (hub config = `variant`) as one document: the split's rows joined as the
     official eval_lm.py joins them; or a local text dump of the split (`path`)."""
     if variant not in WIKITEXT_VARIANTS:
@@ -167,7 +184,8 @@ def wikitext(*, name: str, task: str, variant: str, split: str, limit: int | Non
     if path:
         docs = read_text_docs(need_path(name, path, file_help), name)
     else:
-        rows, _source = load_hub_split(repo, variant, split, EMBEDDED_LM, split_map, None)
+        rows, _source = load_hub_split(repo, variant, split, EMBEDDED_LM, split_map, None,
+                                       revision)
         docs = [LMDoc(doc_id=f"{variant}-{split}", title="",
                       text=join_wikitext_rows(rows["text"]))]
     return finish_docs(docs, name, split, limit)
