@@ -295,3 +295,13 @@ def set_search_params(index: Any, spec: IndexSpec, k: int) -> None:
         space.set_index_parameter(index, "nprobe", int(spec.nprobe))
     elif spec.type == "hnsw":
         index.hnsw.efSearch = max(int(spec.ef_search), int(k))
+
+
+def config_label(raw: Mapping[str, Any] | None) -> str:
+    """The index as configured, `auto` left as written (the corpus size resolves it), for a
+    results row: 'flat', 'hnsw(hnsw_m=32,ef_construction=80,ef_search=128)'."""
+    raw = dict(raw or {})
+    kind = str(raw.get("type", "flat"))
+    keys = TYPE_KEYS.get(kind, ())
+    inner = ",".join(f"{k}={raw.get(k, DEFAULTS.get(k, 'auto'))}" for k in keys)
+    return f"{kind}({inner})" if inner else kind

@@ -206,3 +206,21 @@ def test_prebuilt_index_of_another_type_is_refused(tmp_path, monkeypatch):
     ok = _retriever(tmp_path / "c", monkeypatch, x, {"type": "hnsw", "hnsw_m": 8})
     ok.index_path = str(path)
     assert ok._open().ntotal == 2_000
+
+
+def test_rows_name_the_configured_index():
+    from hydra import compose, initialize_config_dir
+
+    from ragrepro.paths import CONF_DIR
+    from ragrepro.runner import base_settings
+
+    assert fi.config_label(None) == "flat"
+    assert fi.config_label({"type": "ivfpq", "nlist": 1024, "hnsw_m": 32}) == \
+        "ivfpq(nlist=1024,m=auto,nbits=8,nprobe=auto,train_size=auto)"
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        dense = compose("config", overrides=["retriever=dense-minilm",
+                                             "retriever.faiss.type=hnsw"])
+        bm25 = compose("config", overrides=["retriever=bm25"])
+    assert base_settings(dense)["faiss_index"] == \
+        "hnsw(hnsw_m=32,ef_construction=80,ef_search=128)"
+    assert "faiss_index" not in base_settings(bm25)
