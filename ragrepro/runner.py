@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
+from . import lock as locks
 from .cluster import sweep_group
 from .codeversion import announce_reuse, mixed
 from .metadata import git_state, machine, package_versions
@@ -54,6 +55,48 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
     return out
 
 
+def device_of(cfg: Any) -> str:
+    """The device type this machine gives the run's model (cpu, cuda): `auto` resolved."""
+    from .models.lm import device_type
+
+    model = cfg.get("model") if hasattr(cfg, "get") else None
+    device = model.get("device") if isinstance(model, (dict, DictConfig)) else None
+    return device_type(str(device or cfg.get("device") or "auto"))
+
+
+def provenance_settings(resolved: dict[str, Any], pins: list[locks.Pin],
+                        device: str) -> dict[str, Any]:
+    """What every row says about what was loaded and where: the resolved ids of the model,
+    dataset and index (what the loaders reported, else the local caches), the device type
+    and the attention kernel of the run's model."""
+    done = locks.loaded()
+    pins = [locks.Pin(p.kind, p.name, p.requested,
+                      (done.get(p.entry) or {}).get("resolved") or p.resolved, p.keys)
+            for p in pins]
+    out = locks.row_fields(pins)
+    model = resolved.get("model") if isinstance(resolved.get("model"), dict) else {}
+    main = next((done[p.entry] for p in pins if "model.source" in p.keys and p.entry in done),
+                None)
+    out["device"] = (main or {}).get("device") or device
+    out["attn_implementation"] = (main or {}).get("attn_implementation") \
+        or model.get("attn_implementation")
+    return out
+
+
+def announce_device_reuse(run_name: str, settings: dict[str, Any], device: str) -> bool:
+    """Log when a finished run being reused was computed on another device type (its id does
+    not hold the resolved device: docs/running.md); True if it was."""
+    recorded = settings.get("device")
+    if recorded == device or (recorded is None and device == "cpu"):
+        return False
+    log.warning("Reusing finished run %s computed on %s; this machine runs it on %s. Its "
+                "numbers stay those of %s; set overwrite=true to recompute it here, or give "
+                "device=%s explicitly to keep both runs.", run_name,
+                recorded or "an unrecorded device (a run from before devices were recorded)",
+                device, recorded or "that device", device)
+    return True
+
+
 def row_dtype(cfg: DictConfig) -> str | None:
     """The dtype the model actually loads in (dtype=checkpoint resolved), for every row."""
     dtype = cfg.get("dtype")
@@ -86,9 +129,15 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         _enter_rehearsal(cfg)
     resolved = OmegaConf.to_container(cfg, resolve=True)
     assert isinstance(resolved, dict)
+    # The id hashes `device` as configured (auto stays auto, so ids of finished runs stay
+    # valid); the resolved type goes into the row and a reuse across types is announced.
+    device = device_of(resolved)
     run = run_for(resolved)
     experiment = run.experiment
     code = git_state()
+    rehearsing = bool(OmegaConf.select(cfg, "rehearsal.enabled", default=False))
+    lock = None if rehearsing else locks.find_lock(cfg.get("lock_file", None))
+    allow = bool(cfg.get("allow_unlocked", False))
     if run.is_finished() and not cfg.get("overwrite", False):
         log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
                  "Results: %s", experiment, run.run_id, run.final_dir)
@@ -96,7 +145,13 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
 
         finished = json.loads((run.final_dir / "metrics.json").read_text())
         announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
+        done = finished.get("settings") or {}
+        announce_device_reuse(f"{experiment}/{run.run_id}", done, device)
+        if lock is not None:
+            locks.enforce(locks.recorded_pins(done, locks.pins_of(resolved)), lock, allow)
         return finished["metrics"]
+    pins = locks.pins_of(resolved)
+    locks.enforce(pins, lock, allow)  # a cached revision other than the lock's: refused here
     pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
     if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         from .plan import check_fits
@@ -114,14 +169,18 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     try:
         mirror.log_config(resolved)
         started = time.time()
-        with run.timed("build"):
-            pipeline = build_pipeline(cfg)
-        result: Result = pipeline(run=run)
-        settings = {**base_settings(cfg), **result.settings}
+        with locks.active(lock, allow):  # loaders refuse an id that moved while running
+            with run.timed("build"):
+                pipeline = build_pipeline(cfg)
+            result: Result = pipeline(run=run)
+        pins = locks.pins_of(resolved)  # again: the run may have downloaded what it loads
+        settings = {**base_settings(cfg), **provenance_settings(resolved, pins, device),
+                    **result.settings}
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
                     "packages": package_versions(), "machine": machine(),
                     "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
                     "wandb_group": wandb_cfg["group"],
+                    "pins": {p.entry: p.resolved for p in pins},
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)
         _mirror_safely(mirror, result.metrics, settings, run)
