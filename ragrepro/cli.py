@@ -16,6 +16,7 @@ SUBCOMMANDS = {
     "report": "ragrepro.report.build:main",
     "plan": "ragrepro.plan:main",
     "samples": "ragrepro.report.sample_view:main",
+    "samples": "ragrepro.report.sample_view:main",
     "lock": "ragrepro.lock:main",
 }
 
