@@ -16,7 +16,6 @@ SUBCOMMANDS = {
     "report": "ragrepro.report.build:main",
     "plan": "ragrepro.plan:main",
     "samples": "ragrepro.report.sample_view:main",
-    "samples": "ragrepro.report.sample_view:main",
     "lock": "ragrepro.lock:main",
 }
 
