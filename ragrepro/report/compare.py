@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import RagreproError
 from ..paths import results_dir
+from .flags import flags_text, has_diagnostics, merged_row
 from .runs import RunRecord, find_run
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .table_stats import zero_mark
@@ -88,6 +89,7 @@ def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> st
     heads = ["", *[f"[{i + 1}]" for i in range(len(runs))]]
     parts = ["Runs:", *[f"  [{i + 1}] {n}  ({r.dir or 'no folder'})"
                         for i, (n, r) in enumerate(zip(names, runs))], ""]
+    parts += flags_block(runs)
     settings = differing([flatten(r.settings or r.row) for r in runs])
     config = differing([flatten(r.config) for r in runs], IGNORED_PREFIXES)
     parts.append("Settings that differ:")
@@ -98,6 +100,18 @@ def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> st
     parts.append("")
     parts += metrics_block(runs, heads[1:], st)
     return "\n".join(parts) + "\n"
+
+
+def flags_block(runs: list[RunRecord]) -> list[str]:
+    """Each run's flags (ragrepro.report.flags) when any run records diagnostics; nothing
+    for runs made before them, so their comparison reads as it did."""
+    rows = [merged_row(r.metrics, r.row) for r in runs]
+    if not any(has_diagnostics(row) for row in rows):
+        return []
+    cells = [(flags_text(row) or "(none)") if has_diagnostics(row) else "(no diagnostics)"
+             for row in rows]
+    return ["Flags (conf/report/flags.yaml; docs/report.md#flags):",
+            *[f"  [{i + 1}] {c}" for i, c in enumerate(cells)], ""]
 
 
 def _with_ci(run: RunRecord, metric: str, value: Any, st: StatsSettings) -> str:

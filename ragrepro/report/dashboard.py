@@ -13,6 +13,7 @@ from typing import Any
 
 from .compare import scalar_metrics
 from .dashboard_assets import CSS, JS
+from .flags import flags_text, has_diagnostics, merged_row
 from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
@@ -31,9 +32,12 @@ ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "w
 
 
 def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
-    href = None
+    href = samples_href = None
     if run.dir is not None:
         href = os.path.relpath(run.dir, index_dir).replace(os.sep, "/") + "/"
+        if (run.dir / "samples.jsonl").exists():
+            samples_href = href + "samples.jsonl"
+    diag = merged_row(run.metrics, run.row)
     settings = run.settings or {k: v for k, v in run.row.items() if k not in ROW_META}
     metrics = scalar_metrics(run.metrics) if run.metrics else {}
     intervals = {}
@@ -46,7 +50,8 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
             "git_commit": run.metadata.get("git_commit") or run.row.get("git_commit"),
             "code_version": run.metadata.get("code_version") or run.row.get("code_version"),
             "wandb_mode": run.metadata.get("wandb_mode"),
-            "wandb_url": run.metadata.get("wandb_url"),
+            "wandb_url": run.metadata.get("wandb_url"), "samples_href": samples_href,
+            "flags": flags_text(diag) if has_diagnostics(diag) else None,
             "settings": settings, "metrics": metrics, "row": run.row, "config": run.config}
 
 
@@ -85,6 +90,9 @@ def runs_table(runs: list[RunRecord], payload: list[dict[str, Any]]) -> str:
     heads += [f'<th data-type="auto" class="metric" data-col="{html.escape(c)}">'
               f'{html.escape(c)}</th>' for c in metrics]
     heads += ['<th data-type="text">W&amp;B</th>']
+    with_flags = any(p["flags"] is not None for p in payload)
+    heads += ['<th data-type="text" data-col="flags">flags</th>'] if with_flags else []
+    heads += ['<th data-type="text">samples</th>']
     body = []
     for i, (run, p) in enumerate(zip(runs, payload)):
         link = (f'<a href="{html.escape(p["href"])}">{html.escape(run.run_id)}</a>'
@@ -103,10 +111,23 @@ def runs_table(runs: list[RunRecord], payload: list[dict[str, Any]]) -> str:
         cells += [_td(run.get(c)) for c in settings]
         cells += [_td(p["metrics"].get(m) if p["metrics"] else run.row.get(m)) for m in metrics]
         cells.append(f'<td data-sort="{html.escape(p["wandb_mode"] or "")}">{wb}</td>')
+        if with_flags:
+            flag = html.escape(p["flags"] or "")
+            cells.append(f'<td class="flags" data-sort="{flag}">{flag}</td>')
+        cells.append(_samples_td(run, p["samples_href"]))
         body.append(f'<tr data-run="{i}" data-experiment="{html.escape(run.experiment)}" '
                     f'data-run-id="{html.escape(run.run_id)}">{"".join(cells)}</tr>')
     return (f'<table id="runs-table"><thead><tr>{"".join(heads)}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def _samples_td(run: RunRecord, href: str | None) -> str:
+    """A link to the run's samples.jsonl; its title gives the command that prints them."""
+    if not href:
+        return '<td data-sort=""></td>'
+    cmd = f"ragrepro samples {run.experiment} --run {run.run_id}"
+    return (f'<td data-sort="samples"><a href="{html.escape(href)}" '
+            f'title="{html.escape(cmd)}">samples</a></td>')
 
 
 def _shown_path(root: Path) -> str:

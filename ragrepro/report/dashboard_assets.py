@@ -25,6 +25,7 @@ table.grid td[data-status="not run"]{color:#999}
 table.grid th.rowhead{text-align:left;cursor:default}
 .grid .paper{color:#666;font-size:11px}
 .grid .gain{font-size:11px}
+.grid .flags,td.flags{color:#b00;font-size:11px}
 .grid .n{color:#666;font-size:11px}
 .grid .label{color:#335;font-size:11px;margin-right:.3em}
 .demo{background:#fff0c0;border:2px solid #d90;padding:.5em;font-weight:bold}

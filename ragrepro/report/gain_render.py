@@ -19,7 +19,7 @@ OUTPUT_COLUMNS = ("model", "retrieval", "reranking", "ppl_word", "ppl_word_ci_lo
                   "n_blocks", "gain_vs_no_retrieval_pct", "gain_ci_low", "gain_ci_high",
                   "gain_p", "gain_includes_zero", "baseline_run_id", "gain_note", "n_words",
                   "n_tokens", "stats_resamples", "stats_seed", "stats_block_tokens",
-                  "git_commit", "code_version", "run_id")
+                  "git_commit", "code_version", "run_id", "flags")
 
 
 def settings_of(row: Row) -> dict[str, Any]:
@@ -140,9 +140,19 @@ def row_verdicts(rows: list[Row], spec: dict[str, Any]) -> list[repro.Verdict]:
     return out
 
 
+def flags_of(rows: list[Row]) -> list[str] | None:
+    """The Flags column (ragrepro.report.flags): present when a row carries the `flags` key,
+    i.e. its run recorded diagnostics; None for tables of older runs."""
+    if not any("flags" in r for r in rows):
+        return None
+    return [str(r.get("flags") or "") for r in rows]
+
+
 def table_lines(rows: list[Row], extra: list[str], reference: str = "none",
-                key: str = "rerank", verdicts: list[str] | None = None) -> list[str]:
+                key: str = "rerank", verdicts: list[str] | None = None,
+                flags: list[str] | None = None) -> list[str]:
     head = ["Model", "Retrieval", "Reranking", *extra, "n (blocks; tokens)",
+            *(["Flags"] if flags is not None else []),
             "PPL (word) [95% CI]", "PPL (token) [95% CI]", "Gain vs none [95% CI]", "p",
             "Gain distinguishable from 0", *(["Verdict vs paper"] if verdicts else [])]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -151,6 +161,7 @@ def table_lines(rows: list[Row], extra: list[str], reference: str = "none",
             str(r["model"]), str(r["retrieval"]), str(r["reranking"]),
             *[_fmt_setting(r.get(k)) for k in extra],
             f"{r['n_blocks'] if r['n_blocks'] is not None else '–'}; {r['n_tokens']}",
+            *([flags[i]] if flags is not None else []),
             _iv(r["ppl_word"], r["ppl_word_ci_low"], r["ppl_word_ci_high"]),
             _iv(r["ppl_token"], r["ppl_token_ci_low"], r["ppl_token_ci_high"]),
             *gain_cells(r, reference, key), *([verdicts[i]] if verdicts else [])]) + " |")
@@ -254,7 +265,7 @@ def to_markdown(rows: list[Row], spec: dict[str, Any], experiment: str,
         out += [(f"Rows of the same model and reranking differ in: {', '.join(extra)} "
                  f"(shown as columns)."), ""]
     verdicts = row_verdicts(rows, spec)
-    out += table_lines(rows, extra, ref, key, [v.text for v in verdicts])
+    out += table_lines(rows, extra, ref, key, [v.text for v in verdicts], flags_of(rows))
     out += ["", verdict(rows, ref, key), ""]
     for line in (repro.summary_line(verdicts),
                  repro.margin_line([str(c.setting.get("metric")) for c in _paper_cells(spec)])):

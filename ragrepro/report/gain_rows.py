@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..stats import Interval
+from .flags import flags_text, has_diagnostics
 from .keyed import KeyedRun, refuse_indistinguishable, varying
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .stats_cells import code_version
@@ -120,6 +121,8 @@ def row_of(r: Run, runs: list[Run], spec: dict[str, Any],
         "ppl_token_ci_high": _r(tok["high"]), "n_blocks": word["n"],
         **_gain(r, baseline_of(r, runs, spec), spec, st),
         "n_words": m.get("n_words"), "n_tokens": m.get("n_tokens"),
+        # only a run with diagnostics has the key (older tables keep their columns)
+        **({"flags": flags_text(m)} if has_diagnostics(m) else {}),
         "stats_resamples": st.resamples, "stats_seed": st.seed,
         "stats_block_tokens": st.block_tokens,
         **{k: v for k, v in s.items() if k not in ("model", key)},

@@ -38,7 +38,8 @@ def _ours_block(r: TableRow, label: str = "") -> str:
     tag = f'<span class="label">{html.escape(label)}</span>' if label else ""
     return (f'<div class="ours" title="{html.escape(title)}">{tag}<b>'
             f"{html.escape(fmt_ci(r.ours, r.stats.ci_low, r.stats.ci_high))}</b>"
-            f'<span class="n">{html.escape(n)}</span></div>{_gain_line(r)}')
+            f'<span class="n">{html.escape(n)}</span></div>{_gain_line(r)}'
+            + (f'<div class="flags">flags: {html.escape(r.flags)}</div>' if r.flags else ""))
 
 
 def labels(rows: list[TableRow]) -> list[str]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..errors import DataError
 from ..io import atomic_write_text
+from .flags import flags_column
 from .keyed import one_per_cell
 from .samples import DEFAULT_STATS, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_compact, paired_text
@@ -79,10 +80,13 @@ def table_rows(rows: Sequence[Row], spec: dict[str, Any],
     context = [c for c in spec["context"] if c not in by]
     paired = [m for m in spec.get("paired") or [] if m in metrics]
     label = (spec.get("reference") or {}).get("label", "")
-    header = by + metrics + [f"{label} − row: {m}" for m in paired] + context
+    flags = flags_column(kept)  # None: no row records diagnostics, no column
+    header = (by + metrics + [f"{label} − row: {m}" for m in paired]
+              + (["flags"] if flags is not None else []) + context)
     body = [[_cell(r, c, spec, run_dir) for c in by + metrics]
             + [paired_vs_reference(r, kept, m, spec, run_dir) for m in paired]
-            + [fmt_compact(r.get(c, "")) for c in context] for r in kept]
+            + ([flags[i]] if flags is not None else [])
+            + [fmt_compact(r.get(c, "")) for c in context] for i, r in enumerate(kept)]
     return header, body
 
 

@@ -35,6 +35,7 @@ class TableRow:
     paper_column: str = ""
     stats: RowStats = field(default_factory=RowStats)    # n, CI, paired test (table unit)
     verdict: str = ""                 # reproduced / differs / ... (ragrepro.report.verdict)
+    flags: str | None = None          # ragrepro.report.flags; None: the run has no diagnostics
 
 
 # ------------------------------------------------------------------------- rendering
@@ -66,9 +67,16 @@ def _n_text(row: TableRow) -> str:
     return "" if row.stats.n is None else str(row.stats.n)
 
 
-def render_cells(row: TableRow, show: list[str]) -> list[str]:
+def with_flags(rows: list[TableRow]) -> bool:
+    """A table gets a Flags column only when some row has diagnostics to judge (tables of
+    runs made before the diagnostics existed stay as they were)."""
+    return any(r.flags is not None for r in rows)
+
+
+def render_cells(row: TableRow, show: list[str], flags: bool = False) -> list[str]:
     run = f"{row.experiment}/{row.run_id}" if row.run_id else ""
-    return [row.cell, _ours_text(row), _n_text(row), _fmt(row.paper, 1),
+    return [row.cell, _ours_text(row), _n_text(row), *([row.flags or ""] if flags else []),
+            _fmt(row.paper, 1),
             _fmt(row.diff, 2, signed=True), row.verdict, _ours_gain_text(row),
             _fmt_gain(row.paper_gain),
             row.metric or "", row.paper_metric or "",
@@ -76,8 +84,9 @@ def render_cells(row: TableRow, show: list[str]) -> list[str]:
               for c in show], row.note, run]
 
 
-def header(show: list[str]) -> list[str]:
-    return ["Paper cell", "Ours [95% CI]", "n", "Paper", "Ours − paper", "Verdict vs paper",
+def header(show: list[str], flags: bool = False) -> list[str]:
+    return ["Paper cell", "Ours [95% CI]", "n", *(["Flags"] if flags else []), "Paper",
+            "Ours − paper", "Verdict vs paper",
             "Gain vs baseline (ours) [95% CI] p", "Gain vs baseline (paper)", "Our metric",
             "Paper metric", *show, "Comparability", "Run"]
 
@@ -103,22 +112,24 @@ def render_markdown(title: str, lines: list[str], rows: list[TableRow], show: li
         return s.replace("|", "\\|").replace("\n", " ")
 
     out = [f"# {title}", "", *[f"{ln}  " for ln in lines], ""]
-    head = header(show)
+    flags = with_flags(rows)
+    head = header(show, flags)
     out.append("| " + " | ".join(head) + " |")
     out.append("|" + "---|" * len(head))
     for row in rows:
-        out.append("| " + " | ".join(esc(c) for c in render_cells(row, show)) + " |")
+        out.append("| " + " | ".join(esc(c) for c in render_cells(row, show, flags)) + " |")
     return "\n".join(out) + "\n"
 
 
 def render_html_table(rows: list[TableRow], show: list[str], table_id: str = "") -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header(show))
+    flags = with_flags(rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header(show, flags))
     body = []
-    comment = header(show).index("Comparability")
+    comment = header(show, flags).index("Comparability")
     for row in rows:
         tds = "".join(f"<td class=\"comment\">{html.escape(c)}</td>" if i == comment else
                       f"<td>{html.escape(c)}</td>"
-                      for i, c in enumerate(render_cells(row, show)))
+                      for i, c in enumerate(render_cells(row, show, flags)))
         body.append(f'<tr data-status="{html.escape(row.status)}">{tds}</tr>')
     attr = f' id="{html.escape(table_id)}"' if table_id else ""
     return (f'<table class="report"{attr}><thead><tr>{head}</tr></thead>'

@@ -17,6 +17,7 @@ from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text
 from ..paths import results_dir
 from . import verdict as repro
+from .flags import flags_text, has_diagnostics, merged_row
 from .keyed import label_shared_cells
 from .paper import PaperNumber, paper_table, table_recorded
 from .runs import RunRecord, is_missing, load_runs, to_float
@@ -134,6 +135,13 @@ def comparability_note(run: _Run, cell: PaperNumber | None, compare: dict[str, s
     return notes
 
 
+def run_flags(rec: Any) -> str | None:
+    """The flags cell of a run (its CSV row, then its metrics.json metrics); None when the
+    run records no diagnostics."""
+    row = merged_row(getattr(rec, "row", None), getattr(rec, "metrics", None))
+    return flags_text(row) if has_diagnostics(row) else None
+
+
 def _show(run: _Run, show: list[str]) -> dict[str, Any]:
     return {c: run.get(c) for c in show}
 
@@ -237,6 +245,7 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
                              run_id=run.rec.run_id, experiment=run.rec.experiment,
                              stats=value_stats(run.rec, metric,
                                                metric_info(metric or "", infos).scale),
+                             flags=run_flags(run.rec),
                              verdict=repro.row_verdict([], shared or {}, run.rec,
                                                        lambda _m: (None, None)).text))
     label_shared_cells(rows, {r.rec.run_id: r.rec for r in wrapped})
@@ -290,7 +299,7 @@ def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: l
         note="; ".join(notes) or "same setting as the paper", run_id=run.rec.run_id,
         experiment=run.rec.experiment, source=cell.source,
         pair=dict(zip(pair_on, pair_signature(run, pair_on))), paper_row=cell.row,
-        paper_column=cell.column, stats=stats)
+        paper_column=cell.column, stats=stats, flags=run_flags(run.rec))
 
 
 def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumber],

@@ -83,3 +83,12 @@ def test_bad_rules_are_refused_naming_the_key(bad: dict, message: str) -> None:
 def test_a_missing_rules_file_says_where(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="flags.yaml not found"):
         fl.load_rules(tmp_path / "flags.yaml")
+
+
+def test_docs_explain_every_flag_with_the_yaml_threshold() -> None:
+    from ragrepro.paths import REPO_ROOT
+
+    doc = (REPO_ROOT / "docs" / "report.md").read_text(encoding="utf-8")
+    for rule in fl.load_rules():
+        row = f"| `{rule.name}` | `{rule.columns}` | >= {100 * rule.at_least:.0f}% |"
+        assert row in doc, f"docs/report.md lacks the flags-table row {row!r}"

@@ -117,7 +117,8 @@ def test_unknown_experiment_or_setting_is_a_clear_error(root: Path) -> None:
 
 def _cli(root: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "ragrepro.cli", "samples", *args,
-                           "--results", str(root)], capture_output=True, text=True, timeout=120)
+                           "--results", str(root)], check=False, capture_output=True,
+                          text=True, timeout=120)
 
 
 def test_cli_exit_codes(root: Path) -> None:
