@@ -153,3 +153,15 @@ def merged_row(*parts: Mapping[str, Any] | None) -> dict[str, Any]:
             if to_float(out.get(k)) is None:
                 out[k] = v
     return out
+
+
+def group_flags(named: Mapping[str, Mapping[str, Any]],
+                rules: Sequence[FlagRule] | None = None) -> str | None:
+    """One cell for a table line made of several runs (a pivot line: Full / FilCo / ...):
+    "FilCo: ctx_empty 35%; Silver: length 12%". None when no run of the line has
+    diagnostics; "" when some have and none is flagged."""
+    rules = load_rules() if rules is None else list(rules)
+    if not any(has_diagnostics(row, rules) for row in named.values()):
+        return None
+    parts = [(name, flags_text(row, rules)) for name, row in named.items()]
+    return "; ".join(f"{name}: {text}" for name, text in parts if text)

@@ -92,3 +92,12 @@ def test_docs_explain_every_flag_with_the_yaml_threshold() -> None:
     for rule in fl.load_rules():
         row = f"| `{rule.name}` | `{rule.columns}` | >= {100 * rule.at_least:.0f}% |"
         assert row in doc, f"docs/report.md lacks the flags-table row {row!r}"
+
+
+def test_a_line_of_several_runs_names_each_flagged_run() -> None:
+    line = {"Full": {"gen_answer_length": "0.0"},
+            "FilCo": {"gen_answer_length": "0.0", "diag_ctx_empty": "0.35"},
+            "Silver": {"f1": "0.6"}}
+    assert fl.group_flags(line, RULES) == "FilCo: ctx_empty 35%"
+    assert fl.group_flags({"Full": {"gen_answer_length": 0.0}}, RULES) == ""
+    assert fl.group_flags({"Full": {"f1": 0.5}}, RULES) is None
