@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, RagreproError
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +115,7 @@ def model_id(source: str, revision: str | None) -> str | None:
             return None
         try:
             path = getter()
-        except ConfigError:  # the opt-in package is not installed
+        except RagreproError:  # an opt-in package not installed, or its parts incomplete
             return None
         return file_id(path) if path.exists() else None
     path = Path(source).expanduser()

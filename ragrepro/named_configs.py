@@ -32,8 +32,9 @@ def group_config(group: str, name: str, conf_dir: Path = CONF_DIR) -> DictConfig
 
 def model_config(name: str, dtype: str = "float32", device: str = "cpu",
                  conf_dir: Path = CONF_DIR) -> dict[str, Any]:
-    """conf/model/<name>.yaml resolved with this dtype and device (its ${dtype}, ${device})."""
-    node = OmegaConf.create({"dtype": dtype, "device": device,
+    """conf/model/<name>.yaml resolved with this dtype and device (its ${dtype}, ${device};
+    ${attn_implementation} is null: transformers' choice, as in conf/config.yaml)."""
+    node = OmegaConf.create({"dtype": dtype, "device": device, "attn_implementation": None,
                              "m": group_config("model", name, conf_dir)})
     out = OmegaConf.to_container(node.m, resolve=True)
     assert isinstance(out, dict)
