@@ -5,10 +5,11 @@ the YAML only, so a renamed, misspelt or missing key fails when the pipeline is 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ragrepro.errors import ConfigError
+from ragrepro.validate import limits
 
 from .train import TrainConfig
 
@@ -30,8 +31,8 @@ class CxmiSettings:
     """`filco.cxmi.*`: how CXMI is scored (the scorer model is a pipeline component,
     `cxmi_scorer`; none = the generator's base model)."""
 
-    prompt: str              # paper (M_gen prompt with/without the span) | code (calc_cxmi)
-    batch_size: int
+    prompt: str = field(metadata=limits(choices=("paper", "code")))  # M_gen prompt | calc_cxmi
+    batch_size: int = field(metadata=limits(min=1))
 
     def __post_init__(self) -> None:
         _one_of("filco.cxmi.prompt", self.prompt, ("paper", "code"))
@@ -99,11 +100,11 @@ class TrainSettings:
 class FilcoSettings:
     """`filco.*`: one FilCo setting on one evaluation set; see conf/filco/default.yaml."""
 
-    setting: str             # full | psg | filco | silver
-    stage: str               # generate | context (contexts only: Table 3, Fig. 6)
+    setting: str = field(metadata=limits(choices=SETTINGS))
+    stage: str = field(metadata=limits(choices=STAGES))  # context: Table 3, Fig. 6
     task: str                # auto (the dataset's `task`) | a filco.tasks.TASKS name
-    k: int                   # retrieved passages per example
-    passages: str            # auto | record | retriever
+    k: int = field(metadata=limits(min=1))  # retrieved passages per example
+    passages: str = field(metadata=limits(choices=PASSAGES))
     measure: str             # auto (the task's, paper §4.2) | strinc | lexical | cxmi
     measure_mode: str        # paper | code
     measure_overrides: Mapping[str, Any]
@@ -113,10 +114,10 @@ class FilcoSettings:
     gen_format: str          # train | code_test
     ctx_answer_prefix: str   # answer | judgement (FEVER, get_inputs.py --answer_prefix)
     test_context: str        # predicted (paper) | silver_as_released (released code)
-    max_input_tokens: int
-    ctx_max_new_tokens: int
-    gen_max_new_tokens: int
-    gen_batch_size: int
+    max_input_tokens: int = field(metadata=limits(min=1))
+    ctx_max_new_tokens: int = field(metadata=limits(min=1))
+    gen_max_new_tokens: int = field(metadata=limits(min=1))
+    gen_batch_size: int = field(metadata=limits(min=1))
     train: TrainSettings
 
     def __post_init__(self) -> None:

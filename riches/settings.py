@@ -9,11 +9,12 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ragrepro.metrics.autoais import AutoAIS
 from ragrepro.models.lm import LM
+from ragrepro.validate import limits
 
 # the AutoAIS judge for a run's LM, or None when attribution is disabled (riches/attribution.py)
 JudgeFactory = Callable[[LM], AutoAIS | None]
@@ -44,18 +45,18 @@ class KeySettings:
     unit: str                 # title | title_paragraph | paragraph | sentence | proposition
     start: str                # key: a key starts where an indexed key starts; anywhere
     end: str                  # key: the close marker only where a key ends; anywhere
-    min_key_tokens: int
+    min_key_tokens: int = field(metadata=limits(min=1))
     start_at_word: bool
     evidence: str             # AutoAIS premise: key (the decoded text) | document
-    max_new_tokens: int
+    max_new_tokens: int = field(metadata=limits(min=1))
     demo: str                 # unit | sentence | first_sentence (riches/prompts.py example_key)
     source: str               # lm (mini) | factoid-wiki (paper, with paths)
     paths: Sequence[str]
     articles: str             # source=lm: sample
-    n_articles: int | None
-    seed: int
-    generation_max_new_tokens: int
-    min_overlap: float
+    n_articles: int | None = field(metadata=limits(min=1))
+    seed: int = field(metadata=limits(min=0))
+    generation_max_new_tokens: int = field(metadata=limits(min=1))
+    min_overlap: float = field(metadata=limits(min=0, max=1))
 
     def __post_init__(self) -> None:
         coerce_numbers(self)
@@ -71,14 +72,14 @@ class Markers:
 class DenseSettings:
     """The dense retriever + reader baseline: k = a number, or `auto` (RICHES's mean #keys)."""
 
-    k: int | str
-    k_default: int
+    k: int | str = field(metadata=limits(min=1, choices=("auto",)))
+    k_default: int = field(metadata=limits(min=1))
 
 
 @dataclass(frozen=True)
 class IterativeSettings:
-    max_steps: int
-    max_new_tokens: int
+    max_steps: int = field(metadata=limits(min=1))
+    max_new_tokens: int = field(metadata=limits(min=1))
 
 
 @dataclass(frozen=True)
@@ -88,15 +89,15 @@ class RichesSettings:
     prompt: str               # auto | a name in `prompts`
     prompts: Mapping[str, Mapping[str, Any]]   # composed from conf/riches/prompts/*.yaml
     thoughts: bool
-    beam_size: int
+    beam_size: int = field(metadata=limits(min=1))
     adaptive: bool
     renormalize: bool
-    length_penalty: float
-    max_new_tokens: int | None  # None: the key type's max_new_tokens
+    length_penalty: float = field(metadata=limits(min=0))
+    max_new_tokens: int | None = field(metadata=limits(min=1))  # None: the key type's
     markers: Markers
     key: KeySettings
     dense: DenseSettings
-    reader_max_new_tokens: int
+    reader_max_new_tokens: int = field(metadata=limits(min=1))
     iterative: IterativeSettings
     autoais: JudgeFactory
 

@@ -1,0 +1,336 @@
+"""Type and range of every setting, checked when a run starts, before anything loads.
+
+A typed settings node (any config node whose `_target_` is a dataclass, e.g. `ralm:` ->
+ralm.settings.RalmSettings) is checked against the dataclass's field types and the range a
+method package declares per field in its own settings module:
+
+    stride: int = field(metadata=limits(min=1))
+    k: int | str = field(metadata=limits(min=1, choices=("auto",)))
+
+so the core learns no method's key names. The root keys of conf/config.yaml (limit, seed,
+batch_size, device, ...) are declared here, in `RootKeys`. A wrong value is a ConfigError
+(exit code 2) naming the key, the value and what is allowed.
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import importlib.machinery
+import re
+import sys
+import types
+import typing
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, ListConfig, OmegaConf
+
+from .errors import ConfigError, did_you_mean
+
+RANGE = "ragrepro.range"  # the dataclass field metadata key read here
+HYDRA_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"})
+
+
+@dataclass(frozen=True)
+class Range:
+    """What a field allows beyond its type: numeric bounds (`min`, `max` inclusive, `above`
+    exclusive), the words a field that takes a string may be, a regular expression for
+    strings, and `says`: the message's wording, where the default one would be unclear."""
+
+    min: float | None = None
+    max: float | None = None
+    above: float | None = None
+    choices: tuple[str, ...] | None = None
+    pattern: str | None = None
+    says: str | None = None
+
+    def bound(self) -> str:
+        """'>= 1', '> 0', 'in 0..1', or '' when the numbers are unbounded."""
+        low = f"> {self.above:g}" if self.above is not None else (
+            f">= {self.min:g}" if self.min is not None else "")
+        if self.max is None:
+            return low
+        if self.min is not None and self.above is None:
+            return f"in {self.min:g}..{self.max:g}"
+        return f"{low} and <= {self.max:g}" if low else f"<= {self.max:g}"
+
+    def holds(self, value: float) -> bool:
+        return ((self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+                and (self.above is None or value > self.above))
+
+
+def limits(min: float | None = None, max: float | None = None,
+           above: float | None = None, choices: Sequence[str] | None = None,
+           pattern: str | None = None, says: str | None = None) -> dict[str, Range]:
+    """Field metadata: `x: int = field(metadata=limits(min=1))`."""
+    return {RANGE: Range(min, max, above, tuple(choices) if choices else None, pattern, says)}
+
+
+# -- the root keys of conf/config.yaml (core settings; methods declare their own) ---------------
+DEVICE = r"auto|cpu|mps|cuda(:\d+)?"
+AUTO = ("auto",)
+
+
+@dataclass(frozen=True)
+class Resources:
+    gpus: int | str = field(metadata=limits(min=0, choices=AUTO))
+    cpus: int | str = field(metadata=limits(min=1, choices=AUTO))
+    mem_gb: int | str = field(metadata=limits(min=1, choices=AUTO))
+    timeout_min: int | str = field(metadata=limits(min=1, choices=AUTO))
+    gpu_mem_gb: float = field(metadata=limits(min=1))
+
+
+@dataclass(frozen=True)
+class Wandb:
+    mode: str = field(metadata=limits(choices=("online", "offline", "disabled", "auto")))
+    project: str
+    entity: str | None
+    group: str | None
+    tags: Sequence[str]
+
+
+@dataclass(frozen=True)
+class RootKeys:
+    """conf/config.yaml's own keys; `dtype`'s choices are checked by configcheck."""
+
+    name: str
+    method: str
+    scale: str = field(metadata=limits(choices=("mini", "paper")))
+    seed: int = field(metadata=limits(min=0, max=2**32 - 1))  # numpy's seed range
+    limit: int | None = field(metadata=limits(
+        min=1, says="a positive number of examples, or null"))
+    dtype: str
+    device: str = field(metadata=limits(pattern=DEVICE,
+                                        says="auto, cpu, cuda, cuda:<index> or mps"))
+    batch_size: int = field(metadata=limits(min=1))
+    overwrite: bool
+    allow_code_change: bool
+    results_dir: str | None
+    sweep_metric: str | None
+    resources: Resources
+    wandb: Wandb
+
+
+# -- checking one value ---------------------------------------------------------------------
+_WORDS = {bool: "true or false", int: "an integer", float: "a number", str: "a string",
+          type(None): "null"}
+
+
+def _kinds(hint: Any) -> tuple[Any, ...]:
+    """The members of a union type, or the type itself."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        return typing.get_args(hint)
+    return (hint,)
+
+
+def _is_kind(value: Any, kind: Any) -> bool | None:
+    """Whether value has this type; None when the type is not one checked here."""
+    if kind is bool:
+        return isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if kind in (str, type(None)):
+        return isinstance(value, kind)
+    origin = typing.get_origin(kind) or kind
+    if isinstance(origin, type) and issubclass(origin, Mapping) or is_dataclass(kind):
+        return isinstance(value, Mapping)
+    if isinstance(origin, type) and issubclass(origin, Sequence):
+        return isinstance(value, Sequence) and not isinstance(value, str)
+    return None  # Any, callables, ...: not checked
+
+
+def allowed(hint: Any, rng: Range | None) -> str:
+    """How a message words what a field takes, e.g. 'an integer >= 1, or auto'."""
+    if rng is not None and rng.says:
+        return rng.says
+    words = []
+    for kind in _kinds(hint):
+        if kind is str and rng is not None and rng.choices:
+            words.append("one of " + ", ".join(rng.choices))
+        elif kind is str and rng is not None and rng.pattern:
+            words.append(f"a string matching {rng.pattern}")
+        elif kind in (int, float) and rng is not None and rng.bound():
+            words.append(f"{_WORDS[kind]} {rng.bound()}")
+        else:
+            words.append(_WORDS.get(kind) or getattr(kind, "__name__", str(kind)))
+    return ", or ".join(words)
+
+
+def value_error(key: str, value: Any, hint: Any, rng: Range | None) -> str | None:
+    """Why `key=value` is refused, or None when it is allowed."""
+    if isinstance(value, str) and value == "???":
+        return None  # a missing mandatory value: Hydra names it when the node is built
+    kinds = _kinds(hint)
+    verdicts = [_is_kind(value, k) for k in kinds]
+    if None in verdicts and not any(verdicts):
+        return None  # a type this checker does not judge
+    if not any(verdicts):
+        return _refusal(key, value, hint, rng)
+    if rng is None:
+        return None
+    ok = True
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        ok = rng.holds(value)
+    elif isinstance(value, str) and rng.choices:
+        ok = value in rng.choices
+    elif isinstance(value, str) and rng.pattern:
+        ok = re.fullmatch(rng.pattern, value) is not None
+    return None if ok else _refusal(key, value, hint, rng)
+
+
+def _refusal(key: str, value: Any, hint: Any, rng: Range | None) -> str:
+    shown = "null" if value is None else repr(value) if isinstance(value, str) else value
+    return f"{key}={shown} is not allowed: {key} takes {allowed(hint, rng)}."
+
+
+# -- checking a node against a dataclass -----------------------------------------------------
+def _hints(cls: type) -> dict[str, Any]:
+    """Field types; a name the module imports only for type checking stays unchecked."""
+    module = vars(sys.modules[cls.__module__])
+    out: dict[str, Any] = {}
+    for f in fields(cls):
+        try:
+            out[f.name] = eval(f.type, module) if isinstance(f.type, str) else f.type
+        except Exception:  # noqa: BLE001 - an unresolvable annotation is simply not checked
+            out[f.name] = Any
+    return out
+
+
+def _required(f: Field) -> bool:
+    return f.default is MISSING and f.default_factory is MISSING
+
+
+def node_errors(prefix: str, node: Mapping[str, Any], cls: type,
+                partial: bool = False) -> Iterator[str]:
+    """Every refused key of one settings node (resolved to plain values) under `cls`."""
+    hints = _hints(cls)
+    by_name = {f.name: f for f in fields(cls)}
+    for key in node:
+        if key not in by_name and key not in HYDRA_KEYS:
+            yield (f"{prefix}{key} is not a setting of {cls.__name__}."
+                   f"{did_you_mean(str(key), by_name)} Its settings: {', '.join(by_name)}.")
+    for name, f in by_name.items():
+        if name not in node:
+            if _required(f) and not partial:
+                yield f"{prefix}{name} is missing: {cls.__name__} needs it ({allowed(hints[name], None)})."
+            continue
+        value = node[name]
+        nested = next((k for k in _kinds(hints[name]) if is_dataclass(k)), None)
+        if nested is not None and isinstance(value, Mapping):
+            if "_target_" not in value:  # a node with its own target is checked on its own
+                yield from node_errors(f"{prefix}{name}.", value, nested)
+            continue
+        error = value_error(prefix + name, value, hints[name], f.metadata.get(RANGE))
+        if error:
+            yield error
+
+
+# -- finding the settings nodes of a config without importing models ---------------------------
+def _module_file(module: str) -> str | None:
+    """The source file of a module, found on disk without executing it or its packages."""
+    path: Any = None
+    spec = None
+    parts = module.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[:i + 1])
+        loaded = sys.modules.get(name)
+        if loaded is not None:
+            path, spec = getattr(loaded, "__path__", None), loaded.__spec__
+            continue
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None:
+            return None
+        path = spec.submodule_search_locations
+    return spec.origin if spec is not None else None
+
+
+@functools.cache
+def _dataclass_names(source_file: str) -> frozenset[str]:
+    """Top-level classes a source file decorates with @dataclass (read, not executed)."""
+    try:
+        tree = ast.parse(Path(source_file).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+
+    def is_dc(d: ast.expr) -> bool:
+        d = d.func if isinstance(d, ast.Call) else d
+        return (isinstance(d, ast.Name) and d.id == "dataclass") or (
+            isinstance(d, ast.Attribute) and d.attr == "dataclass")
+
+    return frozenset(n.name for n in tree.body
+                     if isinstance(n, ast.ClassDef) and any(map(is_dc, n.decorator_list)))
+
+
+def dataclass_target(target: str) -> type | None:
+    """The dataclass a `_target_` names, or None. Only a module that defines the named class
+    as a dataclass is imported: a loader target (models, indexes, a JVM) never is."""
+    module, _, name = str(target).rpartition(".")
+    if not module:
+        return None
+    loaded = sys.modules.get(module)
+    if loaded is None:
+        source = _module_file(module)
+        if source is None or name not in _dataclass_names(source):
+            return None
+        loaded = importlib.import_module(module)
+    obj = getattr(loaded, name, None)
+    return obj if isinstance(obj, type) and is_dataclass(obj) else None
+
+
+def settings_nodes(cfg: DictConfig) -> Iterator[tuple[str, DictConfig, type]]:
+    """(path, node, dataclass) of every node whose `_target_` is a dataclass; interpolated
+    nodes (`settings: ${ralm}`) are skipped: their source node is found where it lives."""
+    def walk(node: Any, path: str) -> Iterator[tuple[str, DictConfig, type]]:
+        if isinstance(node, DictConfig):
+            target = node.get("_target_") if "_target_" in node else None
+            cls = dataclass_target(target) if isinstance(target, str) else None
+            if cls is not None:
+                yield path, node, cls
+            items = [(str(k), k) for k in node]
+        elif isinstance(node, ListConfig):
+            items = [(f"{i}", i) for i in range(len(node))]
+        else:
+            return
+        for label, key in items:
+            if OmegaConf.is_interpolation(node, key) or OmegaConf.is_missing(node, key):
+                continue
+            child = node[key]
+            if isinstance(child, (DictConfig, ListConfig)):
+                yield from walk(child, f"{path}.{label}" if path else label)
+
+    yield from walk(cfg, "")
+
+
+def _plain(node: DictConfig) -> dict[str, Any]:
+    out = OmegaConf.to_container(node, resolve=True)
+    assert isinstance(out, dict)
+    return out
+
+
+def config_errors(cfg: DictConfig) -> list[str]:
+    """Every refused value of a composed config: root keys, then each settings node."""
+    errors = list(node_errors("", _plain_root(cfg), RootKeys, partial=True))
+    for path, node, cls in settings_nodes(cfg):
+        errors += node_errors(f"{path}.", _plain(node), cls,
+                              partial=bool(node.get("_partial_", False)))
+    return errors
+
+
+def _plain_root(cfg: DictConfig) -> dict[str, Any]:
+    names = [f.name for f in fields(RootKeys)]
+    return {k: OmegaConf.to_container(cfg[k], resolve=True)
+            if isinstance(cfg[k], (DictConfig, ListConfig)) else cfg[k]
+            for k in names if k in cfg}
+
+
+def check_values(cfg: DictConfig) -> None:
+    """Refuse the run (ConfigError, exit code 2) at the first wrong value, before any load."""
+    errors = config_errors(cfg)
+    if errors:
+        more = f" ({len(errors) - 1} more: {'; '.join(errors[1:4])})" if len(errors) > 1 else ""
+        raise ConfigError(errors[0] + more)
