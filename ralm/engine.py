@@ -115,6 +115,8 @@ class StreamEval:
     on_retrieval: Callable[[dict[str, Any]], None] | None = None
     text_index: int = 0
     reranker_prefix_tokens: int | None = None
+    # doc -> whether encode_doc cut it to doc_max_tokens (the window's `doc_truncated`)
+    doc_cut: Callable[[dict[str, Any]], bool] | None = None
     choices: dict[int, Choice] = field(default_factory=dict)
 
     # -- public ---------------------------------------------------------------------------
@@ -279,5 +281,14 @@ class StreamEval:
                                              if ch.rerank_scores else None))
                 else:
                     rec["doc_rank"] = None
+            rec["diag"] = self._window_diag(ch)
             out.append(rec)
         return out
+
+    def _window_diag(self, ch: Choice | None) -> dict[str, bool | None]:
+        """no_document: the window was scored without a retrieved document (window 0, a
+        rerank=none run, a retrieval with no hit); doc_truncated: its document was cut to
+        doc_max_tokens (None without a document, or when the caller cannot tell)."""
+        doc = ch.docs[ch.chosen] if ch is not None and ch.chosen is not None else None
+        cut = bool(self.doc_cut(doc)) if doc is not None and self.doc_cut else None
+        return {"no_document": doc is None, "doc_truncated": cut}

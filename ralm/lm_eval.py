@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
+from ragrepro.generation import summarize
 from ragrepro.io import read_jsonl_tolerant
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.perplexity import count_words
@@ -185,7 +186,8 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
         all_records, evaluators = evaluate_streams(
             run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {s.rerank}",
             predict=predict, zeroshot_other=zs_other,
-            reranker_prefix_tokens=reranker_info.get("prefix_tokens"))
+            reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
+            doc_cut=doc_cut_checker(lm, s.doc_max_tokens, s.window_bos))
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream)
     metrics = aggregate(all_records, streams, docs_text, r.word_count, lm.add_bos)
@@ -193,6 +195,23 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     extra = {"retriever_settings": d.retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
     return Result(metrics=metrics, settings=row, extra=extra)
+
+
+def doc_cut_checker(lm: LM, max_tokens: int, bos_first: bool) -> Callable[[dict], bool]:
+    """Whether ralm.documents.doc_encoder cuts a document to max_tokens: its encoding
+    without truncation (the same special tokens, the same added BOS) is longer."""
+    cache: dict[str, bool] = {}
+
+    def cut(doc: dict) -> bool:
+        text = off.doc_text(doc)
+        if text not in cache:
+            ids = list(lm.tokenizer(text, add_special_tokens=True)["input_ids"])
+            if bos_first and lm.bos_id is not None and (not ids or ids[0] != lm.bos_id):
+                ids = [lm.bos_id] + ids
+            cache[text] = len(ids) > max_tokens
+        return cache[text]
+
+    return cut
 
 
 def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]],
@@ -210,7 +229,10 @@ def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]
         "ppl_token": get_metric("ppl_token").aggregate([(nll, n_tokens)]),
         "nll_sum": nll, "n_scored_tokens": n_scored, "n_tokens": n_tokens, "n_words": n_words,
         "n_windows": int(sum(len(rs) for rs in records)), "n_windows_with_doc": int(n_ret),
-        "n_texts": len(texts)}
+        "n_texts": len(texts),
+        # per-window facts (diag_no_document, diag_doc_truncated); windows of a run made
+        # before they were recorded add nothing
+        **summarize(r for rs in records for r in rs)}
 
 
 def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],

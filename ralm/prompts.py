@@ -15,6 +15,9 @@ QA_NO_DOCS = "Answer these questions:\nQ: {question}\nA:"
 QA_ONE_DOC = "{doc}\n\nBased on this text, answer these questions:\nQ: {question}\nA:"
 QA_MANY_DOCS = "{docs}\n\nBased on these texts, answer these questions:\nQ: {question}\nA:"
 DOC = "{title}\n\n{text}"
+# Demonstration answers the prompts show the model (their longest bounds qa.max_new_tokens,
+# ralm.qa.check_qa_budget): none, the official QA prompts are zero-shot.
+DEMONSTRATIONS: tuple[str, ...] = ()
 
 
 def normalize_question(question: str) -> str:

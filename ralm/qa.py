@@ -26,12 +26,13 @@ from tqdm import tqdm
 from ragrepro.data.records import QARecord
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
+from ragrepro.generation import check_budget, record, summarize
 from ragrepro.metrics import get_metric
 from ragrepro.pipeline import Result
 from ragrepro.retrieval.base import Retriever
 from ragrepro.tracking import Run
 
-from .prompts import normalize_question, qa_prompt
+from .prompts import DEMONSTRATIONS, normalize_question, qa_prompt
 from .settings import QASettings
 
 if TYPE_CHECKING:
@@ -51,6 +52,34 @@ def left_truncate(ids: Sequence[int], max_tokens: int) -> tuple[list[int], bool]
 def first_line(generation: str) -> str:
     """The answer is the first line of the generated text."""
     return generation.split("\n")[0]
+
+
+def finish_of(reason: str, text: str) -> str:
+    """Why a QA generation ended, as the pipeline reads it: the answer is the first line, so
+    a newline is its stop string. A generation that filled max_new_tokens after its first
+    line ended is `stop`, not `length` (the budget cut nothing the score reads); EOS stays
+    `eos`."""
+    if reason == "length" and "\n" in text:
+        return "stop"
+    return reason
+
+
+def check_qa_budget(lm: LM, qa: QASettings) -> int:
+    """Refuse a qa.max_new_tokens below the longest demonstration answer of the prompt,
+    with this run's tokenizer (ragrepro.generation.check_budget). The official QA prompts
+    (ralm.prompts) are zero-shot, so this holds for any budget until a prompt with
+    demonstrations is added there."""
+    return check_budget("qa.max_new_tokens", int(qa.max_new_tokens), DEMONSTRATIONS,
+                        lambda t: lm.encode(t, add_bos=False))
+
+
+def migrate_sample(sample: dict[str, Any]) -> dict[str, Any]:
+    """A record written before the diagnostics kept the generated text under `generation`;
+    that key now holds the per-stage diagnostics (ragrepro.generation), the text `output`."""
+    if isinstance(sample.get("generation"), str):
+        sample = dict(sample)
+        sample["output"] = sample.pop("generation")
+    return sample
 
 
 def strip_by_chars(full_decoded: str, prompt: str) -> str:
@@ -115,9 +144,10 @@ def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
         corpus: Deferred, retriever: Deferred) -> Result:
     """The pipeline (`pipeline._target_: ralm.qa.run`, wired in conf/ralm/qa.yaml)."""
     qa = settings
+    check_qa_budget(lm, qa)
     source, docs, extra_settings = documents(run, records, qa, corpus, retriever)
     budget = lm.context_size - int(qa.context_margin)
-    done = {s["qid"]: s for s in run.repair_samples()}
+    done = {s["qid"]: migrate_sample(s) for s in run.repair_samples()}
     todo = [i for i, r in enumerate(records) if r.qid not in done]
     if done:
         log.info("Resuming: %d of %d questions already done", len(done), len(records))
@@ -154,11 +184,12 @@ def answer_batch(lm: LM, records: Sequence[QARecord],
         inputs.append(ids)
         truncated.append(cut)
     t0 = time.perf_counter()
-    new = lm.generate(inputs, max_new_tokens=int(qa.max_new_tokens), do_sample=False,
-                      batch_size=len(inputs))
+    new = lm.generate_with_finish(inputs, max_new_tokens=int(qa.max_new_tokens),
+                                  do_sample=False, batch_size=len(inputs))
     per_q = (time.perf_counter() - t0) / len(inputs)
     out = []
-    for r, d, prompt, ids, cut, gen in zip(records, docs, prompts, inputs, truncated, new):
+    for r, d, prompt, ids, cut, (gen, reason) in zip(records, docs, prompts, inputs,
+                                                      truncated, new):
         if qa.strip_prompt == "chars":
             text = strip_by_chars(lm.tokenizer.decode(ids + gen, skip_special_tokens=True,
                                                       clean_up_tokenization_spaces=False), prompt)
@@ -173,7 +204,9 @@ def answer_batch(lm: LM, records: Sequence[QARecord],
             "gold_in_docs": (float(any(t in set(r.gold_titles) for t in titles))
                              if r.gold_titles and d else None),
             "prompt": prompt, "prompt_tokens": len(ids), "truncated": cut,
-            "generation": text, "prediction": pred,
+            "output": text, "prediction": pred,
+            "generation": {"answer": record(finish_of(reason, text), len(ids), len(gen),
+                                            truncated=cut, prediction=pred)},
             "em": em(pred, r.answers), "has_answer": has(prompt, r.answers),
             "seconds": round(per_q, 4)})
     return out
@@ -195,4 +228,6 @@ def aggregate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     recall = [s["gold_in_docs"] for s in samples if s.get("gold_in_docs") is not None]
     if recall:
         out["gold_title_recall"] = mean(recall)
+    # finish reasons, empty predictions, left truncation (gen_answer_*): the row's flags
+    out.update(summarize(samples))
     return out
