@@ -12,9 +12,17 @@ from typing import Any
 from ..errors import DataError
 from ..io import atomic_write_text
 from ..tracking import read_csv
+from .flags import group_flags
 from .keyed import one_per_cell
-from .pivot_paper import Grid, paper_grid, paper_markdown
-from .samples import DEFAULT_STATS, run_metrics
+from .pivot_paper import (
+    Grid,
+    paper_grid,
+    paper_markdown,
+    pivot_verdict,
+    verdict_cells,
+    verdict_line,
+)
+from .samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_fixed, markdown_table, paired_text
 
 Row = dict[str, Any]
@@ -70,6 +78,25 @@ def _paper_cells(spec: dict[str, Any], paper: Grid | None, key: dict[str, str]) 
     return [fmt_fixed(paper[s].get(col)) if col else "–" for s in spec["values"] if s in paper]
 
 
+def _verdict(spec: dict[str, Any], cells: dict[str, Row]) -> str:
+    """The row's reproduction verdict (ragrepro.report.pivot_paper.pivot_verdict): each
+    pivoted value's run with its CI, or for a `delta` grid the paired CI of plus − minus."""
+    vcells, value, delta = verdict_cells(spec), spec["value"], spec.get("delta") or {}
+    if spec["paper"]["grid"] == "delta":
+        plus, minus = cells.get(delta.get("plus", "")), cells.get(delta.get("minus", ""))
+        if plus is None or minus is None:
+            return ""
+        a, b = plus.get("_dir"), minus.get("_dir")
+        test, _ = paired_for(a, run_metrics(a)[0], b, run_metrics(b)[0], value, "diff")
+        return pivot_verdict(spec, vcells, {"delta": _settings_of(plus)},
+                             {"delta": (test.low, test.high) if test else (None, None)})
+    ivs = {s: interval_for(r.get("_dir"), run_metrics(r.get("_dir"))[0], value)
+           for s, r in cells.items()}
+    return pivot_verdict(spec, vcells, {s: _settings_of(r) for s, r in cells.items()},
+                         {s: (iv.low, iv.high) if iv else (None, None)
+                          for s, iv in ivs.items()})
+
+
 def _row_keys(rows: Sequence[Row], spec: dict[str, Any]) -> list[tuple[str, ...]]:
     return sorted({tuple(r.get(c, "") for c in spec["rows"]) for r in rows})
 
@@ -94,7 +121,11 @@ def settings_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None
                    if spec["paper"]["grid"] != "delta" else [f"paper {delta['label']}"])
     if spec.get("reduction"):
         header.append(spec["reduction"])
+    verdicts = bool(verdict_cells(spec))
+    if verdicts:
+        header.append("verdict vs paper")
     return header, [_settings_line(rows, key, spec, paper, has_delta)
+                    + ([_verdict(spec, _group(rows, spec, key))] if verdicts else [])
                     for key in _row_keys(rows, spec)]
 
 
@@ -125,8 +156,10 @@ def measures_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None
     """Rows (spec.rows) x the measure that built the silver contexts."""
     measures, value, labels = spec["values"], spec["value"], spec["labels"]
     rows = _latest(rows, [*spec["cell"], spec["pivot"]], spec)
+    verdicts = bool(verdict_cells(spec))
     header = [*spec["row_labels"], *labels, "silver empty (train) "
-              + "/".join(x[0] for x in labels), *[f"paper {x}" for x in labels]]
+              + "/".join(x[0] for x in labels), *[f"paper {x}" for x in labels],
+              *(["verdict vs paper"] if verdicts else [])]
     body = []
     for key in _row_keys(rows, spec):
         cell, k = _group(rows, spec, key), dict(zip(spec["rows"], key))
@@ -135,7 +168,8 @@ def measures_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None
         body.append([*key] + [_ci(cell[m], value) if m in cell else "–" for m in measures]
                     + ["/".join(fmt_fixed(100 * float(cell[m]["silver_empty_train"]), 0)
                                 if m in cell else "–" for m in measures)]
-                    + [fmt_fixed(got[i]) if got else "–" for i in range(len(measures))])
+                    + [fmt_fixed(got[i]) if got else "–" for i in range(len(measures))]
+                    + ([_verdict(spec, cell)] if verdicts else []))
     return header, body
 
 
@@ -161,6 +195,18 @@ def retrieval_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | Non
 _KINDS = {"settings": settings_table, "measures": measures_table, "retrieval": retrieval_table}
 
 
+def with_flags(table: Table, rows: Sequence[Row], spec: dict[str, Any]) -> Table:
+    """A `flags` column (ragrepro.report.flags) naming, per line, each pivoted run whose
+    diagnostics cross a threshold ("filco: ctx_empty 35%"); no column when no run of the
+    table recorded diagnostics. Every kind writes one line per _row_keys key, in order."""
+    header, body = table
+    kept = _latest(rows, [*spec["cell"], spec["pivot"]], spec)
+    cells = [group_flags(_group(kept, spec, key)) for key in _row_keys(kept, spec)]
+    if all(c is None for c in cells):
+        return header, body
+    return [*header, "flags"], [[*line, c or ""] for line, c in zip(body, cells)]
+
+
 def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
     """<root>/<prefix>/<exp>_table.md and .csv from <exp>.csv and its run folders."""
     exp = spec["name"].split("/")[-1]
@@ -170,13 +216,15 @@ def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
         raise DataError(f"No results in {src}: run `ragrepro -m experiment={prefix}/{exp}` "
                         f"first.")
     paper = paper_grid(spec)
-    header, body = _KINDS[spec["kind"]](rows, spec, paper)
+    header, body = with_flags(_KINDS[spec["kind"]](rows, spec, paper), rows, spec)
     notes = spec["notes"]
     note = notes["paper" if prefix.rstrip("/").endswith("paper") else "mini"] + (
         f" {notes['metric']}" if spec["metric_note"] else "")
     stats = notes["stats"].format(resamples=DEFAULT_STATS.resamples, seed=DEFAULT_STATS.seed)
+    vcells = verdict_cells(spec)
+    verdict = f"{verdict_line(vcells)}\n\n" if vcells else ""
     md = (f"## {spec['title']}\n\n{note}\n\n{stats}\n\n{markdown_table(header, body)}\n\n"
-          f"{paper_markdown(spec, paper)}\n\nSource: {src}\n")
+          f"{verdict}{paper_markdown(spec, paper)}\n\nSource: {src}\n")
     out = root / prefix / f"{exp}_table.md"
     atomic_write_text(out, md)
     atomic_write_text(out.with_suffix(".csv"), csv_text(header, body))

@@ -1,12 +1,15 @@
 """The paper's grids beside a `pivot` results table (FilCo): the numbers live once, in
 ragrepro/report/paper_numbers.yaml; these functions reshape them as the spec's `paper` node
-says ({row: {column: value}}, or tuples per column) and print the paper's own block."""
+says ({row: {column: value}}, or tuples per column) and print the paper's own block; and
+the reproduction verdict of each of our rows against the paper's cells
+(ragrepro.report.verdict: the cells' `recorded` settings pick the cell, the rule decides)."""
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .paper import find, paper_table
+from . import verdict as repro
+from .paper import PaperNumber, find, paper_table, table_recorded
 from .stats_cells import fmt_fixed, markdown_table
 
 Grid = dict[str, dict[str, Any]]
@@ -73,3 +76,51 @@ def paper_markdown(spec: dict[str, Any], grid: Grid | None) -> str:
     if grid is None:
         return str(paper.get("text", ""))
     return paper_block(paper["block"], grid, spec["paper_columns"])
+
+
+# ------------------------------------------------------------------------- verdicts
+Interval = tuple[float | None, float | None]
+
+
+def verdict_cells(spec: dict[str, Any]) -> list[PaperNumber]:
+    """The paper cells a verdict can be given against: the grid's (its `keys`, e.g. top-5
+    only: the numbers printed beside our rows) whose record says what they were measured
+    under. Empty: the table gets no verdict column."""
+    paper = spec.get("paper") or {}
+    if not paper.get("grid"):
+        return []
+    return [c for c in find(paper["paper"], paper["table"], **(paper.get("keys") or {}))
+            if c.recorded]
+
+
+def pivot_verdict(spec: dict[str, Any], cells: Sequence[PaperNumber],
+                  settings: Mapping[str, Mapping[str, Any]],
+                  intervals: Mapping[str, Interval]) -> str:
+    """One row's verdict cell. settings / intervals: per pivoted value (full, psg, ...) its
+    run's recorded settings and our 95% CI; for a `delta` grid, the single key "delta" with
+    the plus run's settings and the paired CI of plus − minus. Each value is matched to its
+    nearest paper cell; all not comparable -> one "not comparable" naming the settings."""
+    paper = spec["paper"]
+    shared = table_recorded(paper["paper"], paper["table"])
+    got = {k: repro.row_verdict(cells, shared, s, _const(intervals.get(k, (None, None))))
+           for k, s in settings.items()}
+    if not got:
+        return ""
+    if all(v.status == repro.NOT_COMPARABLE and v.differences for v in got.values()):
+        merged: dict[str, repro.Difference] = {}
+        for v in got.values():
+            for d in v.differences:
+                merged.setdefault(d.key, d)
+        return repro.not_comparable(list(merged.values())).text
+    texts = {k: v.text for k, v in got.items()}
+    if len(set(texts.values())) == 1:
+        return next(iter(texts.values()))
+    return "; ".join(f"{k}: {t}" for k, t in texts.items())
+
+
+def _const(iv: Interval) -> Callable[[str | None], Interval]:
+    return lambda _metric: iv
+
+
+def verdict_line(cells: Sequence[PaperNumber]) -> str:
+    return repro.margin_line([str(c.setting.get("metric")) for c in cells])

@@ -195,9 +195,11 @@ def cell_verdict(expected: Mapping[str, Any], recorded: Settings,
 
 
 def nearest(cells: Sequence[PaperNumber], recorded: Settings) -> PaperNumber:
-    """The cell whose recorded settings the row shares most (the first of equals): the one a
-    not-comparable row is described against."""
-    return min(cells, key=lambda c: len(setting_differences(c.recorded, recorded)))
+    """The cell whose recorded settings the row differs from least: the row's own cell, or
+    the one a not-comparable row is described against."""
+    # of equally near cells the most specific (more recorded settings, all shared) wins
+    return min(cells, key=lambda c: (len(setting_differences(c.recorded, recorded)),
+                                     -len(c.recorded)))
 
 
 Interval = tuple[float | None, float | None]

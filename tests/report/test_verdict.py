@@ -169,3 +169,43 @@ def test_mini_tables_are_not_comparable_everywhere():
     assert table_recorded("ralm", "table1")["scale"] == "paper"
     line = v.summary_line(verdicts)
     assert line.startswith(f"Not comparable with the paper ({len(rows)} of {len(rows)} rows)")
+
+
+def _filco(setting: str, k: int = 5, **over: object) -> dict:
+    """A FilCo row's recorded settings (filco.pipeline) at the paper's Table 5 settings."""
+    return {"scale": "paper", "generator": "flan-t5-xl", "k": k, "eval_limit": None,
+            "eval_dataset": "nq-open", "setting": setting, **over}
+
+
+def test_pivot_verdict_per_pivoted_value():
+    from ragrepro.report.pivot_paper import pivot_verdict, verdict_cells
+
+    spec = load_result_spec("filco/table5")
+    cells = verdict_cells(spec)
+    # paper NQ top-5: Full 47.6 -> band [44.6, 50.6]; Psgs 52.9 -> [49.9, 55.9]
+    got = pivot_verdict(spec, cells, {"full": _filco("full"), "psg": _filco("psg")},
+                        {"full": (45.0, 50.0), "psg": (40.0, 45.0)})
+    assert got == "full: reproduced; psg: differs"
+    same = pivot_verdict(spec, cells, {"full": _filco("full"), "filco": _filco("filco")},
+                         {"full": (45.0, 50.0), "filco": (59.0, 64.0)})  # FilCo 61.8
+    assert same == "reproduced"
+    # top-1 runs beside the top-5 numbers, and mini rows: named, merged over the values
+    assert pivot_verdict(spec, cells, {"full": _filco("full", k=1)}, {"full": (45.0, 50.0)}) \
+        == "not comparable: k=1 vs 5"
+    mini = pivot_verdict(spec, cells, {s: _filco(s, scale="mini", eval_dataset="vital-qa")
+                                       for s in ("full", "psg")}, {})
+    assert mini == "not comparable: scale=mini vs paper (+1 more)"
+
+
+def test_pivot_verdict_of_a_delta_uses_the_paired_interval():
+    from ragrepro.report.pivot_paper import pivot_verdict, verdict_cells
+
+    spec = load_result_spec("filco/fig4")
+    cells = verdict_cells(spec)
+    row = {"scale": "paper", "generator": "llama2-7b", "k": 1, "eval_limit": None,
+           "eval_dataset": "nq-open", "setting": "filco"}
+    # paper: FilCo − Full = 8.6 points on NQ for Llama 2 -> band [5.6, 11.6]
+    assert pivot_verdict(spec, cells, {"delta": row}, {"delta": (6.0, 11.0)}) == "reproduced"
+    assert pivot_verdict(spec, cells, {"delta": row}, {"delta": (-1.0, 4.0)}) == "differs"
+    assert pivot_verdict(spec, cells, {"delta": row}, {"delta": (None, None)}) == \
+        "inconclusive: no CI"
