@@ -107,3 +107,29 @@ def test_dashboard_runs_table_has_flags_and_links_to_samples(tmp_path: Path) -> 
             'length 100%; empty 25%; ctx_empty 30%</td>') in html
     assert ('<a href="filco/table5/filco5/samples.jsonl" title="ragrepro samples '
             'filco/table5 --run filco5">samples</a>') in html
+
+
+def test_pivot_table_names_the_flagged_pivoted_run(tmp_path: Path) -> None:
+    import csv
+
+    from ragrepro.report import results_tables
+
+    root = tmp_path / "results"
+    fx.filco_runs(root)
+    path = root / "filco" / "fig4.csv"
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:  # the smollm2 FilCo run had 50% empty contexts, every other run none
+        bad = r["generator"] == "smollm2-135m" and r["setting"] == "filco"
+        r["diag_ctx_empty"] = "0.5" if bad else "0.0"
+    fx._write_csv(path, rows)
+    md, out_csv = results_tables.build("filco/fig4", root)
+    lines = md.read_text(encoding="utf-8").splitlines()
+    head = next(ln for ln in lines if ln.startswith("|") and "flags" in ln)
+    col = [c.strip() for c in head.strip("|").split("|")].index("flags")
+    start = lines.index(head) + 2
+    body = lines[start:lines.index("", start)]
+    cells = {ln.split("|")[1].strip(): ln.strip("|").split("|")[col].strip() for ln in body}
+    assert cells["smollm2-135m"] == "filco: ctx_empty 50%"
+    assert cells["llama2-7b"] == "" and cells["flan-t5-xl"] == ""
+    assert "flags" in out_csv.read_text(encoding="utf-8").splitlines()[0]
