@@ -209,3 +209,31 @@ def test_pivot_verdict_of_a_delta_uses_the_paired_interval():
     assert pivot_verdict(spec, cells, {"delta": row}, {"delta": (-1.0, 4.0)}) == "differs"
     assert pivot_verdict(spec, cells, {"delta": row}, {"delta": (None, None)}) == \
         "inconclusive: no CI"
+
+
+def test_paper_table_rows_carry_the_verdict(tmp_path: Path):
+    """`ragrepro table`: a paper-scale run with every recorded setting of its cell gets the
+    rule's answer (no per-sample records here: inconclusive, no CI); one setting off names
+    it; the mini demo runs are not comparable."""
+    from ragrepro.report.demo import make_run, ralm
+    from ragrepro.report.paper import paper_table
+    from ragrepro.report.runs import load_runs
+    from ragrepro.report.spec import load_metric_infos, load_table_specs
+    from ragrepro.report.tables import build_table
+
+    paper = {"scale": "paper", "limit": None, "dataset": "wikitext-103", "retrieval_stride": 4,
+             "rerank_tokens": 16, "scorer_model": "gpt2-small"}
+    make_run(tmp_path, "ralm/paper/table1", "same", {**ralm("gpt2-small", "bm25", "zeroshot"),
+                                                     **paper}, {"ppl_word": 28.5})
+    make_run(tmp_path, "ralm/paper/table1", "qlen", {**ralm("gpt2-small", "bm25", "zeroshot"),
+                                                     **paper, "query_len": 64},
+             {"ppl_word": 28.5})
+    make_run(tmp_path, "ralm/table1", "mini", ralm("smollm2-135m", "bm25", "zeroshot"),
+             {"ppl_word": 30.0})
+    spec = next(s for s in load_table_specs() if s["name"] == "ralm/table1")
+    rows = build_table(spec, paper_table("ralm", "table1"), load_runs(tmp_path),
+                       load_metric_infos(), table_recorded("ralm", "table1"))
+    by_run = {r.run_id: r.verdict for r in rows if r.run_id}
+    assert by_run == {"same": "inconclusive: no CI",
+                      "qlen": "not comparable: query_len=64 vs 32",
+                      "mini": "not comparable: scale=mini vs paper (+5 more)"}
