@@ -73,7 +73,7 @@ def pick(record: Mapping[str, Any], names: Iterable[str], text_only: bool = Fals
     text field name now used for a mapping is passed over)."""
     for name in names:
         value = record.get(name)
-        if is_missing(value) or (text_only and isinstance(value, dict)):
+        if is_missing(value) or value in ([], ()) or (text_only and isinstance(value, dict)):
             continue
         return value
     return None
