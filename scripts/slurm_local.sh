@@ -18,6 +18,7 @@ CONF="$DIR/slurm.conf"
 CTLD_PORT="${RAGREPRO_SLURM_PORT:-6817}"
 NODE=localhost
 MUNGE_SOCKET="$DIR/munge/munge.socket.2"
+UP_SECONDS="${RAGREPRO_SLURM_UP_SECONDS:-120}"  # how long start waits for the node to be idle
 
 die() { echo "slurm_local: $*" >&2; exit 1; }
 
@@ -62,7 +63,7 @@ SlurmctldTimeout=30
 SlurmdTimeout=30
 InactiveLimit=0
 KillWait=5
-# keep finished jobs visible to `scontrol` for a day: without accounting it is the only record
+# keep finished jobs visible to scontrol for a day: without accounting it is the only record
 MinJobAge=86400
 MaxArraySize=1001
 NodeName=$NODE NodeHostname=$NODE NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$mem State=UNKNOWN
@@ -83,15 +84,31 @@ start_munge() {
   die "munged did not answer on $MUNGE_SOCKET (log: $DIR/log/munged.log)"
 }
 
-wait_idle() {
-  for _ in $(seq 60); do
-    state=$(SLURM_CONF="$CONF" sinfo -h -n "$NODE" -o %T 2>/dev/null || true)
-    case "$state" in idle*|mixed*|allocated*) return 0 ;; esac
-    sleep 1
-  done
+show_logs() {
   echo "--- slurmctld.log"; tail -20 "$DIR/log/slurmctld.log" 2>/dev/null || true
   echo "--- slurmd.log"; tail -20 "$DIR/log/slurmd.log" 2>/dev/null || true
-  die "node $NODE is not idle after 60 s (state: ${state:-none})"
+}
+
+wait_idle() {
+  # bounded: a loaded machine takes longer than an idle one, but never forever; a daemon that
+  # died (its port taken, a bad config) is reported at once instead of after the wait
+  local state=""
+  for _ in $(seq "$UP_SECONDS"); do
+    state=$(SLURM_CONF="$CONF" sinfo -h -n "$NODE" -o %T 2>/dev/null || true)
+    case "$state" in idle*|mixed*|allocated*) return 0 ;; esac
+    for d in slurmctld slurmd; do
+      pid_alive "$DIR/$d.pid" "$d" || { show_logs; die "$d exited during start-up"; }
+    done
+    sleep 1
+  done
+  show_logs
+  die "node $NODE is not idle after $UP_SECONDS s (state: ${state:-none})"
+}
+
+wait_pidfile() {  # a daemon forks into the background; its pid file appears a moment later
+  for _ in $(seq 100); do pid_alive "$DIR/$2.pid" "$2" && return 0; sleep 0.1; done
+  show_logs
+  die "$2 did not start (no live process in $DIR/$2.pid after 10 s)"
 }
 
 start() {
@@ -99,11 +116,15 @@ start() {
   need slurmctld; need slurmd; need munged; need sinfo
   write_conf
   start_munge
-  if ! pid_alive "$DIR/slurmctld.pid"; then
+  if ! pid_alive "$DIR/slurmctld.pid" slurmctld; then
+    rm -f "$DIR/slurmctld.pid"  # stale: left by a killed session, or its pid reused since
     slurmctld -f "$CONF" -c   # -c: clean start, no jobs from an earlier session
+    wait_pidfile slurmctld slurmctld
   fi
-  if ! pid_alive "$DIR/slurmd.pid"; then
+  if ! pid_alive "$DIR/slurmd.pid" slurmd; then
+    rm -f "$DIR/slurmd.pid"
     slurmd -f "$CONF" -N "$NODE"
+    wait_pidfile slurmd slurmd
   fi
   wait_idle
   echo "Slurm is up: export SLURM_CONF=$CONF"
@@ -111,20 +132,43 @@ start() {
 
 kill_leftovers() {
   # job steps (slurmstepd) that outlive slurmd; they run inside $DIR, nothing else does
-  local p cwd
+  local p cwd killed=()
   for p in /proc/[0-9]*; do
     cwd=$(readlink "$p/cwd" 2>/dev/null) || continue
     case "$cwd" in
-      "$DIR"|"$DIR"/*) kill -9 "${p#/proc/}" 2>/dev/null && echo "stopped leftover ${p#/proc/}" ;;
+      "$DIR"|"$DIR"/*) kill -9 "${p#/proc/}" 2>/dev/null && killed+=("${p#/proc/}") \
+        && echo "stopped leftover ${p#/proc/}" ;;
     esac
   done
+  [ "${#killed[@]}" = 0 ] || wait_dead 10 "${killed[@]}" || echo "slurm_local: leftovers ${killed[*]} still alive" >&2
   return 0
 }
 
-pid_alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+# a pid file names a live daemon only if that pid runs the daemon: after a crash or a reboot
+# the number may belong to any other process by now
+pid_alive() {
+  local pid
+  pid=$(cat "$1" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null \
+    && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = "$2" ]
+}
+
+wait_dead() {  # wait_dead SECONDS PID...: poll until every pid is gone; 1 if some remain
+  local tries=$(( $1 * 5 )); shift
+  for _ in $(seq "$tries"); do
+    local alive=0
+    for pid in "$@"; do kill -0 "$pid" 2>/dev/null && ! is_zombie "$pid" && alive=1; done
+    [ "$alive" = 0 ] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
+# a killed daemon whose parent is gone stays a zombie where init does not reap: it holds no
+# port and no file, so it counts as gone
+is_zombie() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = Z ]; }
 
 stop() {
-  if [ -f "$CONF" ] && pid_alive "$DIR/slurmctld.pid"; then
+  if [ -f "$CONF" ] && pid_alive "$DIR/slurmctld.pid" slurmctld; then
     SLURM_CONF="$CONF" scancel -u root 2>/dev/null || true
     for _ in $(seq 25); do  # let cancelled and finishing steps end (5 s)
       [ -z "$(SLURM_CONF="$CONF" squeue -h 2>/dev/null)" ] && break
@@ -132,23 +176,19 @@ stop() {
     done
   fi
   # SIGTERM to all three at once, wait for them together (3 s), then SIGKILL: this Slurm's
-  # state is thrown away (the next start is a clean start, -c)
+  # state is thrown away (the next start is a clean start, -c). The pid files go only once
+  # the daemons are really gone, so a start right after a stop never runs beside them.
   local pids=() names=()
   for entry in slurmd:slurmd.pid slurmctld:slurmctld.pid munged:munge/munged.pid; do
     local name=${entry%%:*} file="$DIR/${entry#*:}"
-    if pid_alive "$file"; then pids+=("$(cat "$file")"); names+=("$name"); kill "$(cat "$file")"; fi
-    rm -f "$file"
+    if pid_alive "$file" "$name"; then pids+=("$(cat "$file")"); names+=("$name"); kill "$(cat "$file")"; fi
   done
-  for _ in $(seq 15); do
-    local alive=0
-    for pid in "${pids[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
-    [ "$alive" = 0 ] && break
-    sleep 0.2
-  done
-  for i in "${!pids[@]}"; do
-    kill -0 "${pids[$i]}" 2>/dev/null && kill -9 "${pids[$i]}"
-    echo "stopped ${names[$i]} (${pids[$i]})"
-  done
+  if [ "${#pids[@]}" -gt 0 ] && ! wait_dead 3 "${pids[@]}"; then
+    for pid in "${pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+    wait_dead 10 "${pids[@]}" || die "daemons ${pids[*]} still alive 10 s after SIGKILL"
+  fi
+  for i in "${!pids[@]}"; do echo "stopped ${names[$i]} (${pids[$i]})"; done
+  rm -f "$DIR/slurmd.pid" "$DIR/slurmctld.pid" "$DIR/munge/munged.pid"
   kill_leftovers
 }
 
