@@ -17,6 +17,7 @@ SUBCOMMANDS = {
     "plan": "ragrepro.plan:main",
     "samples": "ragrepro.report.sample_view:main",
     "lock": "ragrepro.lock:main",
+    "judge": "ragrepro.metrics.judging:main",   # fill in a deferred attribution judge
 }
 
 
@@ -34,10 +35,14 @@ def _hydra_main() -> None:
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _run(cfg: DictConfig) -> float | None:
         from .configcheck import check_config
-        from .runner import execute
+        from .validate import check_values
 
+        quiet_loaders()
         try:
+            check_values(cfg)  # every value's type and range, before torch or a model loads
             check_config(cfg)
+            from .runner import execute
+
             metrics = execute(cfg)
         except Exception as e:  # only user errors are turned into exit code 2
             user_error = _user_error(e, RagreproError)
@@ -50,6 +55,20 @@ def _hydra_main() -> None:
         return None
 
     _run()
+
+
+# Third-party loggers that report their own import at INFO (FAISS tries each CPU build and
+# logs the ModuleNotFoundError of the ones not installed): shown only with debug logs
+# (`hydra.verbose=true`, or `hydra.verbose=faiss.loader` for one of them).
+NOISY_LOGGERS = ("faiss.loader", "numexpr.utils")
+
+
+def quiet_loaders() -> None:
+    debug = logging.getLogger().isEnabledFor(logging.DEBUG)
+    for name in NOISY_LOGGERS:
+        logger = logging.getLogger(name)
+        if not debug and logger.level == logging.NOTSET:  # a level set by the user stays
+            logger.setLevel(logging.WARNING)
 
 
 def _user_error(e: BaseException, kind: type) -> BaseException | None:
@@ -70,6 +89,7 @@ def main() -> None:
 
         name = sys.argv.pop(1)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        quiet_loaders()
         module, func = SUBCOMMANDS[name].split(":")  # hydra's get_method cannot read "a.b:c"
         getattr(importlib.import_module(module), func)(sys.argv[1:])
         return

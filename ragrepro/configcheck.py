@@ -61,17 +61,16 @@ def check_config(cfg: DictConfig) -> None:
 
 
 # Model nodes a run may load, with the alternative to offer when their weights are absent.
+# An attribution judge is not one of them: a run whose judge is not installed decodes and
+# leaves the judge to `ragrepro judge` (ragrepro/metrics/judging.py).
 LADDER_NODES = {
     "model": "choose an embedded model (model=smollm2-135m or gemma3-270m)",
-    "riches.autoais.judge_model": ("or judge with the run's own LM: riches.autoais.judge_model=null "
-                                   "riches.autoais.judge_threshold=null (its measured accuracy "
-                                   "on the judge set is in results/judge/judge_eval.md)"),
 }
 
 
 def check_ladder_weights(cfg: DictConfig) -> None:
-    """The opt-in Qwen ladder weights, when a config needs them, are checked before anything
-    runs: a RICHES run must not decode for an hour, then fail at its judge."""
+    """The opt-in Qwen ladder weights of the run's model are checked before anything runs
+    (a judge's are not: the run decodes and the judge can run later)."""
     from omegaconf import OmegaConf
 
     from .ladder import LADDER, installed
@@ -79,9 +78,6 @@ def check_ladder_weights(cfg: DictConfig) -> None:
     if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         return  # stand-ins replace every model
     for node, alternative in LADDER_NODES.items():
-        if node.startswith("riches.") and not OmegaConf.select(cfg, "riches.autoais.enabled",
-                                                               default=False):
-            continue
         source = str(OmegaConf.select(cfg, f"{node}.source", default="") or "")
         name = source.removeprefix("embedded:")
         if source.startswith("embedded:") and name in LADDER and not installed(name):

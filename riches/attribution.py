@@ -5,19 +5,27 @@
 which exists only once the pipeline is built, so the judge is made at the end of a run (and
 the 11B TRUE checkpoint of the paper configs is loaded only after decoding). The offline
 judge is reported as `autoais_substitute`, never as `autoais`.
+
+Decoding never waits on an optional judge: when the judge's weights are not installed (the
+default Qwen-1.5B judge on a fresh clone), the run records everything else, leaves the
+attribution columns empty with the reason in `autoais_status`, and `ragrepro judge
+<experiment>` fills them in later from the samples' generic fields (question, prediction,
+evidence; ragrepro/metrics/judging.py). No other judge is swapped in.
 """
 from __future__ import annotations
 
-import json
-from collections.abc import Sequence
+import functools
+import logging
 from typing import Any
 
-import numpy as np
-
-from ragrepro.io import atomic_write_text
-from ragrepro.metrics.autoais import AttributionItem, AutoAIS, load_autoais
+from ragrepro.metrics import judging
+from ragrepro.metrics.autoais import AutoAIS, load_autoais
 from ragrepro.models.lm import LM
 from ragrepro.tracking import Run
+
+from .settings import JudgeFactory
+
+log = logging.getLogger(__name__)
 
 
 def autoais_judge(lm: LM, *, enabled: bool, **options: Any) -> AutoAIS | None:
@@ -26,30 +34,50 @@ def autoais_judge(lm: LM, *, enabled: bool, **options: Any) -> AutoAIS | None:
     return load_autoais(lm=lm, **options) if enabled else None
 
 
-def attribution(run: Run, judge: AutoAIS | None, samples: list[dict]) -> tuple[dict, dict]:
+def judge_options(factory: JudgeFactory) -> tuple[bool, dict[str, Any]]:
+    """(enabled, load_autoais options) of the `riches.autoais` partial; a factory that is
+    not a partial (a test's) reports no options and is always called."""
+    if not isinstance(factory, functools.partial):
+        return True, {}
+    kw = dict(factory.keywords)
+    return bool(kw.pop("enabled", True)), kw
+
+
+def missing_reason(factory: JudgeFactory) -> str | None:
+    enabled, options = judge_options(factory)
+    return judging.missing_judge(options) if enabled else None
+
+
+def warn_if_missing(factory: JudgeFactory, experiment: str) -> None:
+    """Say at the start, not after decoding, that the attribution columns will stay empty."""
+    reason = missing_reason(factory)
+    if reason:
+        log.warning("%s. Decoding runs; the attribution columns stay empty until the judge "
+                    "is installed: %s.", reason, judging.pending_status(reason, experiment))
+
+
+def attribution(run: Run, factory: JudgeFactory, lm: LM, samples: list[dict]) -> tuple[dict, dict]:
     """AutoAIS over (question, prediction, concatenated evidence): metrics and row settings;
-    per-question scores go to the run's autoais.jsonl."""
+    per-question scores go to the run's autoais.jsonl. A judge that cannot load yet leaves
+    the metrics empty and says why (`autoais_status`); judge.json keeps its options for
+    `ragrepro judge`."""
+    enabled, options = judge_options(factory)
+    if not enabled:
+        return {}, {"autoais_backend": "disabled", "autoais_status": "disabled"}
+    reason = judging.missing_judge(options)
+    if reason:
+        judging.write_judge_file(run.work_dir, options, judging.PENDING, reason)
+        return {}, {"autoais_status": judging.pending_status(reason, run.experiment)}
+    judge = factory(lm)
     if judge is None:
-        return {}, {"autoais_backend": "disabled"}
-    items = [AttributionItem(question=s["question"], answer=s["prediction"], title=None,
-                             passage=s["evidence"]) for s in samples]
+        return {}, {"autoais_backend": "disabled", "autoais_status": "disabled"}
     with run.timed("autoais"):
-        res = judge.evaluate(items)
-    atomic_write_text(run.path("autoais.jsonl"), "".join(
-        json.dumps({"qid": s["qid"], **p}, default=float) + "\n"
-        for s, p in zip(samples, res.per_sample)))
-    metrics = dict(res.metrics)
-    # RICHES app. 10.2 averages the calibrated NLI score (missing = 0) instead of thresholding
-    metrics[f"{judge.result_key}_mean_score"] = soft_score(res.per_sample)
-    settings = dict(res.settings)
-    # the metric is also called autoais_substitute: keep the scorer's name in its own column
-    if "autoais_substitute" in settings:
-        settings["autoais_scorer"] = settings.pop("autoais_substitute")
+        metrics, settings, lines = judging.judge_samples(judge, samples)
+    judging.write_scores(run.path("autoais.jsonl"), lines)
+    if options:
+        judging.write_judge_file(run.work_dir, options, judging.JUDGED)
+    settings["autoais_status"] = judging.JUDGED
     return metrics, settings
 
 
-def soft_score(per_sample: Sequence[dict]) -> float:
-    """Mean NLI score over all questions, a missing prediction or passage counting 0."""
-    if not per_sample:
-        return float("nan")
-    return float(np.mean([p.get("nli_score") or 0.0 for p in per_sample]))
+soft_score = judging.soft_score  # the name tests and tables have used

@@ -11,12 +11,13 @@ from __future__ import annotations
 import csv
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from ragrepro import generation
 from ragrepro.retrieval import Hit, Retriever
 from ragrepro.tracking import Run
 
@@ -78,13 +79,24 @@ def run_dense(run: Run, inputs: Inputs, retriever: Retriever, k: int,
         t0 = time.perf_counter()
         prompt = reader_prompt(inputs.prompt, inputs.corpus_text,
                                [(h.title, h.text) for h in hits], rec.question)
+        ids = lm.encode(prompt)
         with run.timed("read"):
-            out = lm.generate([lm.encode(prompt)], max_new_tokens=max_new_tokens)[0]
-        answer = lm.decode(out, skip_special_tokens=True).split("\n")[0].strip()
+            out, finish = lm.generate_with_finish([ids], max_new_tokens=max_new_tokens)[0]
+        text = lm.decode(out, skip_special_tokens=True)
+        answer = text.split("\n")[0].strip()
         evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
         run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
             "n_keys": len(hits), "seconds": time.perf_counter() - t0,
-            "hits": [{"pid": h.pid, "title": h.title, "score": h.score} for h in hits]}))
+            "hits": [{"pid": h.pid, "title": h.title, "score": h.score} for h in hits],
+            "output": text,
+            "generation": {"answer": generation.record(line_finish(finish, text), len(ids),
+                                                       len(out), prediction=answer)}}))
+
+
+def line_finish(finish: str, text: str) -> str:
+    """The reader's answer is the first line of its output: a generation that ran on past
+    that line's end was not cut off (`stop`), whatever the token budget did afterwards."""
+    return "stop" if finish == "length" and "\n" in text else finish
 
 
 @dataclass(frozen=True)
@@ -96,6 +108,7 @@ class LineReader:
     step_model: HFStepModel
     free: KeyConstraint
     line_cfg: BeamConfig
+    records: list[dict[str, Any]] = field(default_factory=list)  # one per line, in order
 
     @classmethod
     def build(cls, inputs: Inputs, max_new_tokens: int) -> LineReader:
@@ -115,7 +128,10 @@ class LineReader:
         ids = self.demo_ids + lm.encode(history, add_bos=False)
         hyp = beam_search(self.step_model, ids, self.free, self.line_cfg, lm.decode, eos, None,
                           len(self.demo_ids))[0]
-        return lm.decode([t for t in hyp.tokens if t not in eos]).split("\n")[0].strip()
+        line = lm.decode([t for t in hyp.tokens if t not in eos]).split("\n")[0].strip()
+        self.records.append(generation.record(hyp.reason, len(ids), len(hyp.tokens),
+                                              prediction=line))
+        return line
 
 
 def ask_iteratively(reader: LineReader, retriever: Retriever, question: str,
@@ -146,10 +162,22 @@ def run_iterative(run: Run, inputs: Inputs, retriever: Retriever,
     reader = LineReader.build(inputs, it.max_new_tokens)
     for rec in tqdm(inputs.todo, desc="iterative"):
         t0 = time.perf_counter()
+        reader.records.clear()
         answer, hits, steps, history = ask_iteratively(reader, retriever, rec.question,
                                                        it.max_steps)
         evidence = " ".join(f"{h.title}. {h.text}" for h in hits)
         run.add_sample(sample_record(rec, answer, evidence, [h.title for h in hits], {
             "n_keys": len(hits), "steps": steps,
-            "trace": history, "seconds": time.perf_counter() - t0}))
+            "trace": history, "seconds": time.perf_counter() - t0,
+            **iterative_diagnostics(reader.records, answer)}))
+
+
+def iterative_diagnostics(lines: list[dict[str, Any]], answer: str) -> dict[str, Any]:
+    """The answer line's generation record (the last line read) and how many follow-up
+    lines hit the per-line budget."""
+    if not lines:
+        return {}
+    last = dict(lines[-1], empty=not answer.strip())
+    cut = sum(r["finish"] == "length" for r in lines[:-1])
+    return {"generation": {"answer": last}, "diag": {"followups_cut": cut}}
 

@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from tqdm import tqdm
 
+from ragrepro import generation
 from ragrepro.data.records import QARecord
 from ragrepro.models.lm import LM
 from ragrepro.tracking import Run
 
 from . import markers
 from .beam import BeamConfig, BeamStats, HFStepModel, beam_search
-from .constraint import KeyConstraint, key_token_ids
+from .budgets import check_decoding
+from .constraint import KeyConstraint, key_token_ids, marker_spec
 from .inputs import QA_PROMPTS, Inputs
 from .key_index import build_index, build_key_corpus, check_demo_keys
 from .keys import KeyCorpus, document_frequencies, tfidf_rank
@@ -90,10 +92,24 @@ class Decoder:
     step_model: HFStepModel
 
 
-def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str,
-                  constrained: bool) -> tuple[Decoder, dict[str, Any]]:
-    """The decoder and its row settings (key type, beam, index size and provenance)."""
+def build_prompt(inputs: Inputs, s: RichesSettings) -> RichesPrompt:
     lm, kc = inputs.lm, s.key
+    spec = marker_spec(lm.tokenizer, s.markers.open, s.markers.close)
+    return RichesPrompt(inputs.prompt, kc.unit, s.thoughts,
+                        encode=lambda t: lm.encode(t, add_bos=False),
+                        key_ids=lambda t: key_token_ids(lm.tokenizer, [t])[0],
+                        open_ids=spec.open, close_ids=spec.close,
+                        corpus_text=inputs.corpus_text, bos=lm.bos_id if lm.add_bos else None,
+                        demo=kc.demo)
+
+
+def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str, constrained: bool,
+                  uncapped: Mapping[str, Any] | None = None) -> tuple[Decoder, dict[str, Any]]:
+    """The decoder and its row settings (key type, beam, index size and provenance). The
+    budget is checked against the prompt first, before any index or proposition is built."""
+    lm, kc = inputs.lm, s.key
+    prompt = build_prompt(inputs, s)
+    budget_needed = check_decoding(s, prompt, lm, uncapped)
     # all demonstration propositions go into the index, so one index serves both prompts;
     # the shipped prompts come first, so the key order (and keys_hash) is the same whichever
     # prompt this run uses (a custom prompt's extra propositions come last)
@@ -104,12 +120,6 @@ def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str,
         index, lm.tokenizer, s.markers.open, s.markers.close, start=kc.start, end=kc.end,
         min_key_tokens=kc.min_key_tokens, start_at_word=kc.start_at_word, enabled=constrained)
     at_start = kc.start == "key"
-    prompt = RichesPrompt(inputs.prompt, kc.unit, s.thoughts,
-                          encode=lambda t: lm.encode(t, add_bos=False),
-                          key_ids=lambda t: key_token_ids(lm.tokenizer, [t])[0],
-                          open_ids=constraint.spec.open, close_ids=constraint.spec.close,
-                          corpus_text=inputs.corpus_text, bos=lm.bos_id if lm.add_bos else None,
-                          demo=kc.demo)
     check_demo_keys(prompt, index, at_start, kc.end == "key")
     max_new = s.max_new_tokens or kc.max_new_tokens
     beam = BeamConfig(beam_size=s.beam_size, adaptive=s.adaptive, max_new_tokens=max_new,
@@ -122,7 +132,7 @@ def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str,
         "key_type": kc.name, "key_start": kc.start, "key_demo": kc.demo, "key_end": kc.end,
         "min_key_tokens": kc.min_key_tokens, "beam_size": s.beam_size, "adaptive": s.adaptive,
         "thoughts": s.thoughts, "renormalize": s.renormalize, "length_penalty": s.length_penalty,
-        "max_new_tokens": max_new, "n_index_keys": len(kcorp.keys), "index_tokens": index.n,
+        "max_new_tokens": max_new, "max_new_tokens_needed": budget_needed, "n_index_keys": len(kcorp.keys), "index_tokens": index.n,
         "index_bytes_per_token": index.bytes_per_token(), "evidence": evidence, **origin}
 
 
@@ -141,17 +151,31 @@ def answer_one(d: Decoder, run: Run, rec: QARecord) -> dict[str, Any]:
     hits = analyse_keys(gen, d.constraint, d.kcorp, lm.decode, d.at_start)
     evidence, titles = evidence_text(hits, d.kcorp, d.evidence, rec.question, d.df)
     answer = parse_answer(text, d.prompt.cfg["answer_prefix"])
+    diag = key_diag(hits)
     return sample_record(rec, answer, evidence, titles, {
-        "generation": text, "finish": best.reason, "score": best.score,
-        "keys": [h.__dict__ for h in hits], "n_keys": len(hits),
-        "keys_verbatim": sum(h.verbatim for h in hits), "beam_steps": stats.steps,
-        "max_live": stats.max_live, "seconds": time.perf_counter() - t0})
+        "output": text, "finish": best.reason, "score": best.score,
+        "keys": [h.__dict__ for h in hits], "n_keys": diag["keys_closed"],
+        "keys_verbatim": diag["keys_verbatim"], "beam_steps": stats.steps,
+        "max_live": stats.max_live, "seconds": time.perf_counter() - t0,
+        # the beam knows why its best hypothesis ended: eos | stop | length
+        "generation": {"answer": generation.record(best.reason, len(ids), len(best.tokens),
+                                                   prediction=answer)},
+        "diag": diag})
+
+
+def key_diag(hits: Sequence[KeyHit]) -> dict[str, int]:
+    """Keys opened, closed and verbatim in one generation. Only closed keys count as
+    retrieved (keys_per_answer, the dense reader's k: auto): an unclosed key is a generation
+    cut off inside its evidence."""
+    return {"keys_opened": len(hits), "keys_closed": sum(h.closed for h in hits),
+            "keys_verbatim": sum(h.verbatim for h in hits)}
 
 
 def run_decoding(run: Run, inputs: Inputs, settings: RichesSettings, corpus_name: str,
-                 method: str) -> dict[str, Any]:
+                 method: str, uncapped: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Answer every unfinished question; returns the row settings."""
-    decoder, row = build_decoder(inputs, settings, corpus_name, constrained=method == "riches")
+    decoder, row = build_decoder(inputs, settings, corpus_name, constrained=method == "riches",
+                                 uncapped=uncapped)
     for rec in tqdm(inputs.todo, desc=f"riches:{method}"):
         run.add_sample(answer_one(decoder, run, rec))
     return row

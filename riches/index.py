@@ -96,10 +96,39 @@ def concat_keys(keys: Sequence[Sequence[int]], sep: int, dtype: np.dtype) -> tup
     return text, starts.astype(np.int64)
 
 
+INT32_MAX = np.iinfo(np.int32).max
+
+
+def suffix_array_dtype(n_tokens: int) -> np.dtype:
+    """Width of the stored suffix array: int32 while every position (0 .. n-1) fits, int64
+    for a text above 2^31 tokens (8 bytes per token instead of 4)."""
+    return np.dtype(np.int32) if n_tokens - 1 <= INT32_MAX else np.dtype(np.int64)
+
+
+def sorted_symbol_bytes(vocab_size: int) -> int:
+    """Bytes per token in the byte string pydivsufsort actually sorts: it re-encodes token ids
+    big-endian in the fewest power-of-two bytes that hold the largest id (here the separator,
+    = vocab_size): 1, 2 or 4 (pydivsufsort/divsufsort.py, _minimize_dtype)."""
+    n_bytes = (max(int(vocab_size), 1).bit_length() + 7) // 8
+    return 1 << (n_bytes - 1).bit_length()
+
+
+def build_suffix_dtype(n_tokens: int, vocab_size: int) -> np.dtype:
+    """Width pydivsufsort sorts with: it switches to its 64-bit build when the *byte* string
+    (n_tokens x sorted_symbol_bytes) passes 2^31 - 1, i.e. above ~1.07e9 tokens for a
+    uint16 text, before the stored array (suffix_array_dtype) needs 64 bits."""
+    return np.dtype(np.int32) if n_tokens * sorted_symbol_bytes(vocab_size) <= INT32_MAX \
+        else np.dtype(np.int64)
+
+
 def suffix_array(text: np.ndarray) -> np.ndarray:
+    """The suffix array in the narrowest width that holds the text's positions (pydivsufsort
+    may return int64 for texts that int32 holds; see build_suffix_dtype)."""
     if len(text) == 0:
         return np.zeros(0, dtype=np.int32)
-    return divsufsort(np.ascontiguousarray(text))
+    sa = divsufsort(np.ascontiguousarray(text))
+    want = suffix_array_dtype(len(text))
+    return sa if sa.dtype == want else sa.astype(want)
 
 
 class SuffixIndex:

@@ -12,6 +12,7 @@ from ragrepro.models.lm import LM
 from ragrepro.retrieval import Corpus
 from ragrepro.tracking import Run
 
+from .attribution import warn_if_missing
 from .settings import RichesSettings
 
 QA_PROMPTS = ("single_hop", "multi_hop")  # the shipped few-shot prompts (conf/riches/prompts)
@@ -42,6 +43,7 @@ def prompt_name(choice: str, prompts: Mapping[str, Any], records: Sequence[QARec
 
 def prepare(run: Run, lm: LM, records: Sequence[QARecord], corpus: Corpus,
             settings: RichesSettings) -> Inputs:
+    warn_if_missing(settings.autoais, run.experiment)
     records = list(records)
     done = {r["qid"] for r in run.repair_samples()}
     docs = list(corpus.passages)

@@ -15,7 +15,7 @@ aggregates are computed from them at the end.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ragrepro.data.records import QARecord
@@ -26,6 +26,7 @@ from ragrepro.tracking import Run
 
 from .attribution import attribution
 from .baselines import RowMatch, dense_k, run_dense, run_iterative
+from .budgets import check_iterative, check_reader
 from .decoding import run_decoding
 from .inputs import Inputs, prepare
 from .records import sample_metrics
@@ -34,47 +35,57 @@ from .settings import RichesSettings
 # a retriever config built by Hydra with `_partial_: true`: called with the corpus the
 # pipeline already holds, so a run loads its corpus once
 RetrieverFactory = Callable[..., Retriever]
+# the rehearsal's record of the budgets it capped (dotted key -> configured value), or None:
+# every variant checks its configured budget against its prompt (riches/budgets.py)
+Uncapped = Mapping[str, Any] | None
 
 
 def riches(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
-           settings: RichesSettings, hops: int | None) -> Result:
+           settings: RichesSettings, hops: int | None, uncapped: Uncapped = None) -> Result:
     """RICHES: retrieval keys decoded under the corpus constraint."""
-    return _decoded("riches", run, lm, records, corpus, settings, hops)
+    return _decoded("riches", run, lm, records, corpus, settings, hops, uncapped)
 
 
 def no_retrieval(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
-                 settings: RichesSettings, hops: int | None) -> Result:
+                 settings: RichesSettings, hops: int | None, uncapped: Uncapped = None) -> Result:
     """The RICHES prompt and decoder without the constraint (the paper's no-retrieval row)."""
-    return _decoded("no_retrieval", run, lm, records, corpus, settings, hops)
+    return _decoded("no_retrieval", run, lm, records, corpus, settings, hops, uncapped)
 
 
 def dense_reader(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
                  retriever: RetrieverFactory, settings: RichesSettings, hops: int | None,
-                 dataset: str, limit: int | None) -> Result:
+                 dataset: str, limit: int | None, uncapped: Uncapped = None) -> Result:
     """Retriever top-k + few-shot reader; `k: auto` takes k from the RICHES row of the same
     question set in this experiment's CSV, so run it after RICHES."""
     inputs = prepare(run, lm, records, corpus, settings)
+    needed = check_reader(settings, inputs.prompt, lm, uncapped)
     k, k_source = dense_k(settings.dense, run.csv_path, RowMatch(dataset, lm.name, limit, hops))
     built = retriever(corpus=corpus)
     run_dense(run, inputs, built, k, settings.reader_max_new_tokens)
     return finish(run, "dense_reader", inputs, settings, corpus.name, hops,
-                  {"k": k, "k_source": k_source, "retriever": built.name})
+                  {"k": k, "k_source": k_source, "retriever": built.name,
+                   "max_new_tokens": settings.reader_max_new_tokens,
+                   "max_new_tokens_needed": needed})
 
 
 def iterative(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
-              retriever: RetrieverFactory, settings: RichesSettings, hops: int | None) -> Result:
+              retriever: RetrieverFactory, settings: RichesSettings, hops: int | None,
+              uncapped: Uncapped = None) -> Result:
     """Self-ask follow-up questions, one top-1 retrieval each, then an answer."""
     inputs = prepare(run, lm, records, corpus, settings)
+    needed = check_iterative(settings, inputs.prompt, lm, uncapped)
     built = retriever(corpus=corpus)
     run_iterative(run, inputs, built, settings.iterative)
     return finish(run, "iterative", inputs, settings, corpus.name, hops,
-                  {"k": 1, "retriever": built.name, "max_steps": settings.iterative.max_steps})
+                  {"k": 1, "retriever": built.name, "max_steps": settings.iterative.max_steps,
+                   "max_new_tokens": settings.iterative.max_new_tokens,
+                   "max_new_tokens_needed": needed})
 
 
 def _decoded(method: str, run: Run, lm: LM, records: Sequence[QARecord], corpus: Corpus,
-             settings: RichesSettings, hops: int | None) -> Result:
+             settings: RichesSettings, hops: int | None, uncapped: Uncapped) -> Result:
     inputs = prepare(run, lm, records, corpus, settings)
-    row = run_decoding(run, inputs, settings, corpus.name, method)
+    row = run_decoding(run, inputs, settings, corpus.name, method, uncapped)
     return finish(run, method, inputs, settings, corpus.name, hops, row)
 
 
@@ -87,7 +98,7 @@ def finish(run: Run, method: str, inputs: Inputs, settings: RichesSettings, corp
     samples = {r["qid"]: r for r in run.done_samples()}
     ordered = [samples[r.qid] for r in inputs.records if r.qid in samples]
     metrics = sample_metrics(ordered, decoded_keys=method in ("riches", "no_retrieval"))
-    ais, ais_settings = attribution(run, settings.autoais(inputs.lm), ordered)
+    ais, ais_settings = attribution(run, settings.autoais, inputs.lm, ordered)
     metrics.update(ais)
     row.update(ais_settings)
     return Result(metrics=metrics, settings=row)

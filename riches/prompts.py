@@ -88,6 +88,14 @@ class RichesPrompt:
             ids += list(self.close_ids) + self.encode(c["after_evidence"])
         return ids
 
+    def demo_outputs(self) -> list[list[int]]:
+        """What each demonstration shows the model writing after its question (keywords,
+        keys, answer), as the prompt's own token ids: the least a generation budget must
+        hold (riches/budgets.py)."""
+        c = self.cfg
+        return [self._steps(ex["steps"]) + self.encode(c["answer"].format(answer=ex["answer"]))
+                for ex in c["examples"]]
+
     def prefix(self) -> list[int]:
         """Instruction and demonstrations: identical for every question (its KV is reused)."""
         c = self.cfg

@@ -5,6 +5,7 @@ from typing import Any
 
 import numpy as np
 
+from ragrepro import generation
 from ragrepro.data.records import QARecord
 from ragrepro.metrics.qa import em_squad, f1_squad
 
@@ -21,12 +22,15 @@ def sample_record(rec: QARecord, answer: str, evidence: str, titles: list[str],
 
 
 def sample_metrics(samples: list[dict], decoded_keys: bool) -> dict[str, Any]:
-    """Means over the per-question records. `verbatim_rate` (share of decoded keys found
-    verbatim in the corpus) exists only for methods that decode keys (RICHES and its
+    """Means over the per-question records. `keys_per_answer` counts closed keys only (a
+    key cut off by the budget retrieved nothing); `verbatim_rate` (share of opened keys
+    found verbatim in the corpus) exists only for methods that decode keys (RICHES and its
     no-retrieval ablation); the retrieve-then-read baselines copy passages, so the column
-    is left out for them (not applicable), never set to 1."""
+    is left out for them (not applicable), never set to 1. The generation diagnostics
+    (ragrepro.generation.summarize: gen_answer_length, gen_answer_empty, diag_keys_closed,
+    ...) come from each sample's `generation` and `diag` mappings."""
     n = len(samples)
-    keys = sum(s.get("n_keys", 0) for s in samples)
+    keys = sum(s.get("n_keys", 0) for s in samples)  # closed keys (or retrieved passages)
     recalls = [s["gold_title_recall"] for s in samples if s.get("gold_title_recall") is not None]
     metrics: dict[str, Any] = {
         "f1_squad": float(np.mean([s["f1_squad"] for s in samples])) if n else float("nan"),
@@ -38,5 +42,14 @@ def sample_metrics(samples: list[dict], decoded_keys: bool) -> dict[str, Any]:
     }
     if decoded_keys:
         verb = sum(s.get("keys_verbatim", 0) for s in samples)
-        metrics["verbatim_rate"] = verb / keys if keys else float("nan")
+        opened = sum(_opened(s) for s in samples)
+        metrics["verbatim_rate"] = verb / opened if opened else float("nan")
+    metrics.update(generation.summarize(samples))
     return metrics
+
+
+def _opened(sample: dict) -> int:
+    """Keys a generation opened (closed or not); a sample from before `diag` counted every
+    opened key in n_keys."""
+    diag = sample.get("diag") or {}
+    return int(diag.get("keys_opened", sample.get("n_keys", 0)))

@@ -107,11 +107,9 @@ def test_missing_ladder_weights_are_refused_before_the_run(tmp_path, monkeypatch
     from ragrepro.configcheck import check_ladder_weights
 
     monkeypatch.setattr(ladder, "installed", lambda name: False)
+    # a missing judge does not stop the run: it decodes, and `ragrepro judge` judges later
     judge = {"riches": {"autoais": {"enabled": True,
                                     "judge_model": {"source": "embedded:qwen2.5-coder-1.5b"}}}}
-    with pytest.raises(ConfigError, match="make setup-ladder.*judge_model=null"):
-        check_ladder_weights(OmegaConf.create(judge))
-    judge["riches"]["autoais"]["enabled"] = False          # no judge run: nothing needed
     check_ladder_weights(OmegaConf.create(judge))
     with pytest.raises(ConfigError, match="model=smollm2-135m"):
         check_ladder_weights(OmegaConf.create({"model": {"source": "embedded:qwen2.5-coder-0.5b"}}))
