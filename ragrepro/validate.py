@@ -17,6 +17,7 @@ import ast
 import functools
 import importlib
 import importlib.machinery
+import importlib.util
 import re
 import sys
 import types
@@ -49,17 +50,21 @@ class Range:
 
     def bound(self) -> str:
         """'>= 1', '> 0', 'in 0..1', or '' when the numbers are unbounded."""
-        low = f"> {self.above:g}" if self.above is not None else (
-            f">= {self.min:g}" if self.min is not None else "")
+        low = f"> {_num(self.above)}" if self.above is not None else (
+            f">= {_num(self.min)}" if self.min is not None else "")
         if self.max is None:
             return low
         if self.min is not None and self.above is None:
-            return f"in {self.min:g}..{self.max:g}"
-        return f"{low} and <= {self.max:g}" if low else f"<= {self.max:g}"
+            return f"in {_num(self.min)}..{_num(self.max)}"
+        return f"{low} and <= {_num(self.max)}" if low else f"<= {_num(self.max)}"
 
     def holds(self, value: float) -> bool:
         return ((self.min is None or value >= self.min) and (self.max is None or value <= self.max)
                 and (self.above is None or value > self.above))
+
+
+def _num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
 def limits(min: float | None = None, max: float | None = None,
@@ -151,7 +156,7 @@ def allowed(hint: Any, rng: Range | None) -> str:
     words = []
     for kind in _kinds(hint):
         if kind is str and rng is not None and rng.choices:
-            words.append("one of " + ", ".join(rng.choices))
+            words.append(("one of " if len(rng.choices) > 1 else "") + ", ".join(rng.choices))
         elif kind is str and rng is not None and rng.pattern:
             words.append(f"a string matching {rng.pattern}")
         elif kind in (int, float) and rng is not None and rng.bound():
@@ -184,8 +189,9 @@ def value_error(key: str, value: Any, hint: Any, rng: Range | None) -> str | Non
 
 
 def _refusal(key: str, value: Any, hint: Any, rng: Range | None) -> str:
-    shown = "null" if value is None else repr(value) if isinstance(value, str) else value
-    return f"{key}={shown} is not allowed: {key} takes {allowed(hint, rng)}."
+    shown = ({True: "true", False: "false"}[value] if isinstance(value, bool) else "null"
+             if value is None else repr(value) if isinstance(value, str) else value)
+    return f"{key}={shown} must be {allowed(hint, rng)}."
 
 
 # -- checking a node against a dataclass -----------------------------------------------------
@@ -242,7 +248,10 @@ def _module_file(module: str) -> str | None:
         if loaded is not None:
             path, spec = getattr(loaded, "__path__", None), loaded.__spec__
             continue
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        # a top-level name goes through every finder (an editable install has its own);
+        # a submodule is looked up in its package's folders, so no package is executed
+        spec = (importlib.util.find_spec(name) if i == 0
+                else importlib.machinery.PathFinder.find_spec(name, path))
         if spec is None:
             return None
         path = spec.submodule_search_locations

@@ -5,11 +5,12 @@ renamed, misspelt or missing key fails when the pipeline is built (ragrepro.pipe
 into a ConfigError), not silently at run time."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ragrepro.errors import ConfigError
 from ragrepro.metrics.perplexity import WORD_COUNT_RULES
+from ragrepro.validate import limits
 
 STREAMS = ("joined", "per_document")
 
@@ -23,24 +24,24 @@ def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
 class RalmSettings:
     """`ralm.*`: language modelling with retrieval (paper §3-§6); see conf/ralm/base.yaml."""
 
-    max_length: int
-    stride: int
-    retrieval_stride: int | None
-    query_len: int
+    max_length: int = field(metadata=limits(min=2))
+    stride: int = field(metadata=limits(min=1))  # and <= max_length - 1 (checked with the model)
+    retrieval_stride: int | None = field(metadata=limits(min=1))
+    query_len: int = field(metadata=limits(min=1))
     query_clean_spaces: bool
-    doc_max_tokens: int
-    k: int
+    doc_max_tokens: int = field(metadata=limits(min=1))
+    k: int = field(metadata=limits(min=1))
     rerank: str
-    rerank_tokens: int
-    word_count: str
-    stream: str
-    window_bos: bool | str
+    rerank_tokens: int = field(metadata=limits(min=1))
+    word_count: str = field(metadata=limits(choices=WORD_COUNT_RULES))
+    stream: str = field(metadata=limits(choices=STREAMS))
+    window_bos: bool | str = field(metadata=limits(choices=("auto",)))
     forbidden_titles: str | None
     retrieval_file: str | None
-    batch_windows: int
+    batch_windows: int = field(metadata=limits(min=1))
     near_dup: bool
-    near_dup_ngram: int
-    near_dup_threshold: float
+    near_dup_ngram: int = field(metadata=limits(min=1))
+    near_dup_threshold: float = field(metadata=limits(min=0, max=1))
 
     def __post_init__(self) -> None:
         _one_of("ralm.word_count", self.word_count, WORD_COUNT_RULES)
@@ -57,14 +58,14 @@ class RalmSettings:
 class QASettings:
     """`qa.*`: open-domain QA (paper §5, official eval_qa.py); see conf/experiment/ralm/table4."""
 
-    num_docs: int            # documents in the prompt (0 = closed book)
+    num_docs: int = field(metadata=limits(min=0))  # documents in the prompt (0 = closed book)
     doc_source: str          # auto | dataset (the record's ctxs) | retrieve
     normalize_question: bool
-    max_new_tokens: int
-    context_margin: int      # prompt kept to context_size - margin tokens (official: 10)
+    max_new_tokens: int = field(metadata=limits(min=1))
+    context_margin: int = field(metadata=limits(min=0))  # prompt kept to context_size - margin tokens
     strip_prompt: str        # tokens | chars (official)
     prompt_bos: str | bool   # tokenizer (official) | model | true | false
-    batch_size: int          # official: 1; >1 batches with left padding
+    batch_size: int = field(metadata=limits(min=1))  # official: 1; >1 batches with left padding
 
     def __post_init__(self) -> None:
         if int(self.num_docs) < 0:
@@ -86,23 +87,23 @@ class RerankerSettings:
 
     encoder: dict[str, Any]
     arch: str
-    max_length: int
-    prefix_tokens: int | None
+    max_length: int = field(metadata=limits(min=1))
+    prefix_tokens: int | None = field(metadata=limits(min=1))
     train_source: str
     train_split: str
-    train_texts: int
-    examples_per_text: int
-    min_prefix: int
-    n_examples: int
-    steps: int
-    batch_size: int
-    lr: float
-    weight_decay: float
-    warmup_ratio: float
+    train_texts: int = field(metadata=limits(min=1))
+    examples_per_text: int = field(metadata=limits(min=1))
+    min_prefix: int = field(metadata=limits(min=1))
+    n_examples: int = field(metadata=limits(min=1))
+    steps: int = field(metadata=limits(min=1))
+    batch_size: int = field(metadata=limits(min=1))
+    lr: float = field(metadata=limits(above=0))
+    weight_decay: float = field(metadata=limits(min=0))
+    warmup_ratio: float = field(metadata=limits(min=0, max=1))
     loss: str
-    temperature: float
-    heldout_fraction: float
-    seed: int
+    temperature: float = field(metadata=limits(above=0))
+    heldout_fraction: float = field(metadata=limits(min=0, max=1))
+    seed: int = field(metadata=limits(min=0))
 
     def __post_init__(self) -> None:
         # arch and loss are checked where they are used (ralm.predictive)
