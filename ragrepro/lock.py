@@ -282,6 +282,13 @@ def enforce(pins: list[Pin], lock: Lock | None, allow: bool) -> None:
     _refuse(mismatches(pins, lock), allow)
 
 
+def refuse_moved(pins: list[Pin], lock: Lock | None, allow: bool) -> None:
+    """enforce() without the warnings for unpinned items: the check after a run, of what it
+    may have downloaded while running (before its results are committed)."""
+    if lock is not None:
+        _refuse(mismatches(pins, lock), allow)
+
+
 def _refuse(bad: list[str], allow: bool) -> None:
     if not bad:
         return
@@ -345,23 +352,45 @@ def loaded() -> dict[str, dict[str, Any]]:
 
 
 # ---- `ragrepro lock` ----------------------------------------------------------------------
+def sweep_of(overrides: list[str], sweeper_params: Mapping[str, Any] | None
+             ) -> tuple[list[str], list[list[str]]]:
+    """(fixed overrides, cells): the command line's own sweeps (`model=a,b`) crossed with the
+    experiment's `hydra.sweeper.params` (a key on the command line replaces the latter's)."""
+    import itertools
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from .rehearsal.cells import sweep_cells
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
+    swept = {o.get_key_element(): [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
+             for o in parsed if o.is_sweep_override()}
+    given = set(swept) | {o.get_key_element().lstrip("+~") for o in parsed}
+    params = {k: v for k, v in (sweeper_params or {}).items() if k not in given}
+    cells = [[*base, *extra] for base in sweep_cells(params)
+             for extra in itertools.product(*swept.values())]
+    return fixed, cells
+
+
 def lock_pins(overrides: list[str], multirun: bool) -> list[Pin]:
     """The pins of every cell of a config (or of its sweep with multirun)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from .paths import CONF_DIR
-    from .rehearsal.cells import sweep_cells
 
     merged: dict[str, Pin] = {}
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        cells: list[list[str]] = [[]]
+        fixed, cells = overrides, [[]]
         if multirun:
-            full = compose("config", overrides=overrides, return_hydra_config=True)
+            plain = sweep_of(overrides, None)[0]
+            full = compose("config", overrides=plain, return_hydra_config=True)
             params = OmegaConf.select(full, "hydra.sweeper.params", default=None)
-            cells = sweep_cells(OmegaConf.to_container(params) if params is not None else None)
+            fixed, cells = sweep_of(overrides, OmegaConf.to_container(params)
+                                    if params is not None else None)  # type: ignore[arg-type]
         for cell in cells:
-            cfg = OmegaConf.to_container(compose("config", overrides=[*overrides, *cell]),
+            cfg = OmegaConf.to_container(compose("config", overrides=[*fixed, *cell]),
                                          resolve=True)
             for pin in pins_of(cfg):  # type: ignore[arg-type]
                 old = merged.get(pin.entry)

@@ -174,6 +174,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
                 pipeline = build_pipeline(cfg)
             result: Result = pipeline(run=run)
         pins = locks.pins_of(resolved)  # again: the run may have downloaded what it loads
+        locks.refuse_moved(pins, lock, allow)  # e.g. an encoder, which no loader checks
         settings = {**base_settings(cfg), **provenance_settings(resolved, pins, device),
                     **result.settings}
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),

@@ -3,6 +3,8 @@ passed to from_pretrained and recorded resolved; eager and sdpa give the same NL
 run ids of existing results do not change with the new keys."""
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
@@ -96,3 +98,6 @@ def test_eager_and_sdpa_give_the_same_nll_on_cpu():
     assert len(eager[0]) > 30 and -eager[0].sum() > 10  # a real text, not an empty score
     picked = eager if default_rec["attn_implementation"] == "eager" else sdpa
     assert all(np.array_equal(a, b) for a, b in zip(default, picked))
+    if importlib.util.find_spec("flash_attn") is None:  # a clear refusal, not a traceback
+        with pytest.raises(ConfigError, match="flash-attn package"):
+            _score("flash_attention_2")

@@ -233,6 +233,26 @@ def test_lock_command_covers_a_sweep(tmp_path):
     assert smol["keys"] == ["label_model.source", "model.source"]
 
 
+def test_sweep_of_crosses_command_line_and_experiment_sweeps():
+    fixed, cells = lock.sweep_of(["experiment=x", "model=a,b", "seed=0"],
+                                 {"model": "c,d", "ralm.rerank": "none,first"})
+    assert fixed == ["experiment=x", "seed=0"]
+    assert cells == [["ralm.rerank=none", "model=a"], ["ralm.rerank=none", "model=b"],
+                     ["ralm.rerank=first", "model=a"], ["ralm.rerank=first", "model=b"]]
+    assert lock.sweep_of(["experiment=x", "model=e"], {"model": "c,d"}) == (
+        ["experiment=x", "model=e"], [[]])  # a fixed key replaces the experiment's sweep
+    assert lock.sweep_of(["experiment=x"], None) == (["experiment=x"], [[]])
+
+
+def test_lock_command_covers_a_command_line_sweep(hub_cache, tmp_path):
+    out = tmp_path / "l.yaml"
+    lock.main(["-m", "experiment=core/smoke", "model=gpt2,opt-125m", "-o", str(out),
+               "--partial"])
+    data = yaml.safe_load(out.read_text())
+    assert data["multirun"] is True
+    assert set(data["pins"]) == {"model:gpt2@main"}  # opt-125m is not cached: left out
+
+
 # ---- a run under a lock -------------------------------------------------------------------
 def _execute(results: Path, *overrides: str):
     from hydra import compose, initialize_config_dir
@@ -276,6 +296,28 @@ def test_run_under_a_lock(hub_cache, tmp_path, monkeypatch, caplog):
     _execute(results, "lock_file=null")  # no lock: reused
     _lock_file(tmp_path / lock.DEFAULT_LOCK, **{"model:gpt2@main": GPT2_MAIN})
     _execute(results)  # the recorded commit is the locked one
+
+
+def test_an_id_that_moves_during_the_run_is_not_committed(hub_cache, tmp_path, monkeypatch):
+    """The cache held no gpt2 when the run started (nothing to refuse yet); the run
+    'downloads' a commit the lock does not pin: the run is refused and stays unfinished."""
+    from ragrepro import smoke
+
+    results = tmp_path / "res"
+    lock_path = _lock_file(tmp_path / "l.yaml", **{"model:gpt2@main": GPT2_OLD})
+    ref = hub_cache / "models--gpt2" / "refs" / "main"
+    ref.unlink()
+    real = smoke.run
+
+    def downloading(**kw):
+        ref.write_text(GPT2_MAIN)
+        return real(**kw)
+
+    monkeypatch.setattr(smoke, "run", downloading)
+    with pytest.raises(ConfigError, match=GPT2_MAIN):
+        _execute(results, f"lock_file={lock_path}")
+    assert not list((results / "core" / "smoke").glob("[!t]*/metrics.json"))
+    assert not (results / "core" / "smoke.csv").exists()
 
 
 def test_reuse_across_device_types_is_announced(hub_cache, tmp_path, caplog):
