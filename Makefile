@@ -57,6 +57,12 @@ plan: setup
 bench: setup
 	$(PY) -m benchmarks
 
+# RALM scoring tokens/s, % of matmul peak and fp16/bf16 drift of the paper architectures on this
+# device (full shapes on a GPU, tiny on a CPU; BENCH_DEVICE_ARGS="--size tiny" etc.): docs/performance.md
+.PHONY: bench-device
+bench-device: setup
+	$(PY) -m benchmarks.device $(BENCH_DEVICE_ARGS)
+
 report: setup
 	$(VENV)/bin/ragrepro report
 

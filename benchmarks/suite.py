@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, str | Callable[[], BenchResult]] = {
     "retrieval": "benchmarks.retrieval",
     "riches": "benchmarks.riches_index",
     "loading": "benchmarks.loading",
+    "device": "benchmarks.device",  # paper architectures on this device (tiny on a CPU)
     "table1": "benchmarks.table1",
 }
 
