@@ -2,16 +2,27 @@
 weights: parameters (counted on the meta device from the architecture's sizes), weight
 memory in the configured dtype, an activation estimate, GPU memory (detected or --gpu-mem)
 and how many GPUs the cell needs, disk, the files it needs and whether they are present,
-forward tokens and a time estimate from a stated throughput. The runner refuses a cell that
-cannot fit with the same table (`check_fits`)."""
+forward tokens and a time estimate from a stated throughput, and every index the cell needs
+(dense FAISS index: flat vs IVF-PQ vs HNSW; BM25; method indexes such as RICHES's suffix
+array) with its memory, disk and build time. The runner refuses a cell that cannot fit with
+the same table (`check_fits`).
+
+Method packages add what only they know (their models, files and indexes) through a hook
+found by convention, so the core never imports them: for every top-level package other than
+`ragrepro` that a cell's config names in a `_target_`, the function `plan_extras(cfg, tflops)`
+of its module `<package>.plan`, if there is one, returns a `PlanExtras`."""
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import logging
 import math
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -28,10 +39,23 @@ TOKENS_PER_WORD = 1.2   # assumed subword tokens per WikiText-103 word
 EVAL_SIZE = {"wikitext-103": 245_569, "nq-open": 3_610, "nq-open-dpr": 3_610,
              "triviaqa": 11_313, "triviaqa-dpr": 11_313, "hotpotqa": 7_405, "musique": 2_417,
              "fever": 10_444, "wow": 3_054, "eli5": 1_507}
-# Disk of files that are downloaded on first use (GB): pyserini's prebuilt BM25 index and a
-# float32 dense index of DPR's 21,015,324 passages (768 dims).
-PREBUILT_GB = {"wikipedia-dpr": 9.0}
-DENSE_INDEX_GB = 21_015_324 * 768 * 4 / GB
+# Disk of files that are downloaded on first use (GB): pyserini's prebuilt BM25 index
+# (index-wikipedia-dpr-20210120-d1b9e6: 9,177,942,656 bytes, pyserini's prebuilt_index_info).
+PREBUILT_GB = {"wikipedia-dpr": 9_177_942_656 / GB}
+# Corpora by name: (passages, words per passage incl. the title). wikipedia-dpr: DPR's
+# 21,015,324 100-word passages (conf/corpus/wikipedia-dpr.yaml, pyserini's index info);
+# wiki-vital: 9,828 leads, 777,566 words (counted).
+CORPUS_SIZE = {"wikipedia-dpr": (21_015_324, 102.0), "wiki-vital": (9_828, 79.1)}
+# Lucene (pyserini, positions + document vectors + raw text, as ragrepro builds it): 10.0
+# bytes per word and 124k words/s per indexing thread, measured on wiki-vital (7,797,725
+# bytes; 3.1 s with 2 threads, results/bench/retrieval.csv).
+LUCENE_BYTES_PER_WORD = 10.0
+LUCENE_WORDS_PER_S_PER_THREAD = 124_000
+# HNSW builds on the CPU (FAISS has no GPU HNSW): this many GFLOP/s of the work that
+# faiss_index.hnsw_build_flops counts, i.e. a 32-core node at the one-thread rate of
+# results/retrieval/ann_recall.md.
+CPU_INDEX_GFLOPS = 32 * 1.0
+ENCODE_TOKENS_PER_WORD = 1.3  # BERT WordPiece tokens per English Wikipedia word (assumed)
 
 
 @dataclass
@@ -49,6 +73,31 @@ class ModelPlan:
         return self.params * BYTES[self.dtype] / GB
 
 
+@dataclass(frozen=True)
+class IndexPlan:
+    """One index a cell needs: what it is over, its size and what building it costs.
+    ram_gb: memory while searching; build_ram_gb: peak memory while building."""
+
+    what: str
+    entries: str
+    ram_gb: float
+    disk_gb: float
+    build_ram_gb: float
+    build_hours: float
+    note: str = ""
+    chosen: bool = True  # False: an alternative shown for comparison, not what the cell runs
+
+
+@dataclass
+class PlanExtras:
+    """What a method package's plan hook adds to a cell."""
+
+    models: list[ModelPlan] = field(default_factory=list)
+    files: list[tuple[str, str, bool]] = field(default_factory=list)
+    indexes: list[IndexPlan] = field(default_factory=list)
+    uses_retriever: bool = True  # False: the cell never searches `retriever` (no index for it)
+
+
 @dataclass
 class CellPlan:
     cell: str
@@ -60,6 +109,7 @@ class CellPlan:
     files: list[tuple[str, str, bool]] = field(default_factory=list)
     forward_tokens: int = 0
     tok_per_s: float = 0.0
+    indexes: list[IndexPlan] = field(default_factory=list)
 
     @property
     def total_gb(self) -> float:
@@ -136,19 +186,138 @@ def _model(role: str, source: str | None, dtype: str) -> ModelPlan | None:
     return ModelPlan(role, source, params, dtype if dtype in BYTES else "float32", **dims)
 
 
+def hub_model_plan(role: str, source: str | None, dtype: str) -> ModelPlan | None:
+    """A hub model sized from its architecture (None: embedded/local/unknown, not sized)."""
+    return _model(role, source, dtype)
+
+
 def models_of(cfg: DictConfig) -> list[ModelPlan]:
-    """The hub models a cell loads: the LM (in its effective dtype), the retriever's
-    encoders, RICHES's TRUE T5 judge."""
+    """The hub models a cell loads: the LM (in its effective dtype) and the retriever's
+    encoders (method packages add theirs through their plan hook)."""
     from .runner import row_dtype
 
     sel = lambda k: OmegaConf.select(cfg, k, default=None)
     found = [_model("lm", sel("model.source"), str(row_dtype(cfg)))]
     for key in ("retriever.encoder.source", "retriever.encoder.doc_source"):
         found.append(_model("retriever", sel(key), str(sel("retriever.dtype") or "float32")))
-    if sel("riches.autoais.backend") == "t5":
-        found.append(_model("autoais", sel("riches.autoais.model"),
-                            str(sel("riches.autoais.dtype") or "float32")))
     return [m for m in found if m is not None]
+
+
+def _targets(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("_target_"), str):
+            yield node["_target_"]
+        for v in node.values():
+            yield from _targets(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _targets(v)
+
+
+def method_hooks(cfg: DictConfig) -> list[Any]:
+    """`plan_extras` of `<package>.plan` for every non-core package the config's `_target_`s
+    name (sorted, so the order of the rows is stable)."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    packages = sorted({t.split(".")[0] for t in _targets(raw)} - {"ragrepro", "hydra"})
+    hooks = []
+    for pkg in packages:
+        try:
+            found = importlib.util.find_spec(f"{pkg}.plan")
+        except (ImportError, ValueError):
+            found = None
+        if found is not None:
+            hook = getattr(importlib.import_module(f"{pkg}.plan"), "plan_extras", None)
+            if hook is not None:
+                hooks.append(hook)
+    return hooks
+
+
+def method_extras(cfg: DictConfig, tflops: float = TFLOPS) -> PlanExtras:
+    out = PlanExtras()
+    for hook in method_hooks(cfg):
+        extra = hook(cfg, tflops)
+        out.models += extra.models
+        out.files += extra.files
+        out.indexes += extra.indexes
+        out.uses_retriever = out.uses_retriever and extra.uses_retriever
+    return out
+
+
+# ---- indexes ---------------------------------------------------------------------------
+def corpus_size(cfg: DictConfig) -> tuple[int, float] | None:
+    """(passages, words per passage) of the cell's corpus, when known by name."""
+    return CORPUS_SIZE.get(str(OmegaConf.select(cfg, "corpus.name", default=None)))
+
+
+def encode_hours(passages: int, tokens: float, params: int, tflops: float) -> float:
+    """Encoding every passage once: 2 x params FLOPs per token at `tflops`."""
+    return 2.0 * params * tokens * passages / (tflops * 1e12) / 3600
+
+
+def dense_index_plans(cfg: DictConfig, tflops: float = TFLOPS) -> list[IndexPlan]:
+    """The cell's dense FAISS index, the other two types beside it, and the embeddings."""
+    from .retrieval.dense import encoder_dim
+    from .retrieval.faiss_index import TYPES, build_flops, resolve_spec, spec_bytes
+
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    size = corpus_size(cfg)
+    if not str(sel("retriever._target_") or "").endswith("DenseRetriever") or size is None:
+        return []
+    n, words = size
+    source = str(sel("retriever.encoder.doc_source") or sel("retriever.encoder.source"))
+    dim = encoder_dim(source)
+    if dim is None:
+        return []
+    raw = OmegaConf.to_container(sel("retriever.faiss"), resolve=True) \
+        if sel("retriever.faiss") is not None else {}
+    chosen = str(raw.get("type", "flat"))
+    enc = _model("retriever", source, str(sel("retriever.dtype") or "float32"))
+    tokens = min(words * ENCODE_TOKENS_PER_WORD, int(sel("retriever.max_length") or 256))
+    hours = encode_hours(n, tokens, enc.params, tflops) if enc else 0.0
+    vectors = n * dim * 4 / GB
+    out = [IndexPlan(f"dense embeddings ({source})", f"{n:,} x {dim} float32", 0.0, vectors,
+                     0.0, hours, f"encoding {tokens:.0f} tokens/passage at {tflops:.0f} TFLOP/s; "
+                     f"kept as .npy shards")]
+    for kind in (chosen, *[t for t in TYPES if t != chosen]):
+        spec = resolve_spec(raw if kind == chosen else {"type": kind}, n, dim)
+        gb = spec_bytes(spec, n, dim) / GB
+        train = int(spec.train_size or 0) * dim * 4 / GB
+        rate = CPU_INDEX_GFLOPS * 1e9 if kind == "hnsw" else tflops * 1e12
+        where = "CPU" if kind == "hnsw" else "GPU FAISS"
+        # flat is rebuilt in memory from the embeddings (no file unless index_out asks);
+        # approximate indexes are cached beside the embeddings
+        disk = 0.0 if kind == "flat" else gb
+        out.append(IndexPlan(f"dense FAISS {spec.label()}", f"{n:,} x {dim}", gb, disk,
+                             gb + train, build_flops(spec, n, dim) / rate / 3600,
+                             f"{'copied from the embeddings' if kind == 'flat' else where}; "
+                             f"{'chosen' if kind == chosen else 'alternative'}",
+                             chosen=kind == chosen))
+    return out
+
+
+def lucene_gb(words: float) -> float:
+    """Lucene index with positions, document vectors and raw text (as ragrepro builds it)."""
+    return words * LUCENE_BYTES_PER_WORD / GB
+
+
+def bm25_index_plans(cfg: DictConfig) -> list[IndexPlan]:
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    if not str(sel("retriever._target_") or "").endswith("BM25Retriever"):
+        return []
+    index, size = sel("retriever.index"), corpus_size(cfg)
+    if index in PREBUILT_GB:
+        gb = PREBUILT_GB[str(index)]
+        entries = f"{size[0]:,} passages" if size else "prebuilt"
+        return [IndexPlan(f"BM25 pyserini prebuilt {index}", entries, 0.0, gb, 0.0, 0.0,
+                          "downloaded once (tar.gz size); memory-mapped: RAM is page cache")]
+    if size is None or index not in (None, "null"):
+        return []
+    n, words = size
+    threads = int(sel("retriever.threads") or 1)
+    hours = n * words / (LUCENE_WORDS_PER_S_PER_THREAD * threads) / 3600
+    return [IndexPlan("BM25 Lucene (built once, cached)", f"{n:,} passages", 0.0,
+                      lucene_gb(n * words), 0.0, hours,
+                      f"{LUCENE_BYTES_PER_WORD:.0f} B/word, {threads} threads; memory-mapped")]
 
 
 def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
@@ -170,10 +339,6 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
     index = sel("retriever.index")
     if index in PREBUILT_GB:
         out.append(("pyserini prebuilt index", f"{index}, downloaded on first use", True))
-    for p in sel("riches.key.paths") or []:
-        out.append(("Factoid-Wiki", str(p), Path(str(p)).expanduser().exists()))
-    if sel("riches.key.source") == "factoid-wiki" and not sel("riches.key.paths"):
-        out.append(("Factoid-Wiki", "riches.key.paths is empty", False))
     return out
 
 
@@ -181,7 +346,8 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
               tok_per_s: float | None = None, tflops: float = TFLOPS) -> CellPlan:
     from .models.lm import effective_dtype
 
-    models = models_of(cfg)
+    extras = method_extras(cfg, tflops)
+    models = models_of(cfg) + extras.models
     lm = next((m for m in models if m.role == "lm"), None)
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     seq = int(sel("ralm.max_length") or sel("filco.max_input_tokens") or 2048)
@@ -190,13 +356,12 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
     ckpt = effective_dtype("checkpoint", sel("model.checkpoint_dtype") or "float32")
     disk = sum(m.params * BYTES.get(ckpt if m.role == "lm" else "float32", 4) / GB
                for m in models)
-    disk += PREBUILT_GB.get(str(sel("retriever.index")), 0.0)
-    if str(sel("retriever._target_") or "").endswith("DenseRetriever") \
-            and sel("corpus.name") == "wikipedia-dpr":
-        disk += DENSE_INDEX_GB
+    indexes = (dense_index_plans(cfg, tflops) + bm25_index_plans(cfg)
+               if extras.uses_retriever else []) + extras.indexes
+    disk += sum(i.disk_gb for i in indexes if i.chosen)
     speed = tok_per_s or (tokens_per_second(lm.params, tflops) if lm else 0.0)
-    return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg),
-                    forward_tokens(cfg), speed)
+    return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg) + extras.files,
+                    forward_tokens(cfg), speed, indexes)
 
 
 def _num(x: float) -> str:
@@ -217,14 +382,38 @@ def render(plans: list[CellPlan], tok_note: str) -> str:
                      f"{_num(p.total_gb)} | {_num(p.gpu_gb) if p.gpu_gb else '-'} | "
                      f"{p.gpus_needed or '-'} of {p.gpus} | {fits} | {_num(p.disk_gb)} | "
                      f"{p.forward_tokens:,} | {p.hours:.2f} |")
+    lines += render_indexes(plans)
     files = sorted({f for p in plans for f in p.files})
     if files:
         lines += ["", "Files: " + "; ".join(f"{w} {path} ({'ok' if ok else 'MISSING'})"
                                             for w, path, ok in files)]
     lines += ["", (f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
                   f"4 hidden states per layer + float32 logits; {tok_note}; WikiText-103 "
-                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time.")]
+                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time; "
+                  f"indexes: FAISS work at that TFLOP/s on a GPU (HNSW on a CPU at "
+                  f"{CPU_INDEX_GFLOPS:.0f} GFLOP/s), encoders {ENCODE_TOKENS_PER_WORD} "
+                  f"tokens/word (docs/performance.md, index sizing).")]
     return "\n".join(lines)
+
+
+def render_indexes(plans: list[CellPlan]) -> list[str]:
+    """One row per distinct index, with the cells that need it."""
+    users: dict[IndexPlan, list[str]] = {}
+    for p in plans:
+        for i in p.indexes:
+            users.setdefault(i, []).append(p.cell or "(default)")
+    if not users:
+        return []
+    title = ("Indexes (alternative = another FAISS type for the same vectors, not what the "
+             "cell runs):")
+    head = ("| index | entries | used by | RAM GB | disk GB | build peak RAM GB | build hours "
+            "| note |")
+    lines = ["", title, "", head, "|" + "---|" * 8]
+    for i, cells in users.items():
+        who = "; ".join(cells) if len(cells) <= 2 else f"{len(cells)} of {len(plans)} cells"
+        lines.append(f"| {i.what} | {i.entries} | {who} | {_num(i.ram_gb)} | {_num(i.disk_gb)} "
+                     f"| {_num(i.build_ram_gb)} | {i.build_hours:.3g} | {i.note} |")
+    return lines
 
 
 def _ram_gb() -> float:

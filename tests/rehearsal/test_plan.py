@@ -75,3 +75,77 @@ def test_several_gpus_need_device_map(monkeypatch):
 def test_mini_models_are_not_sized(monkeypatch):
     monkeypatch.setattr(plan, "detect_gpus", lambda: (0.001, 1))
     plan.check_fits(_cfg("experiment=ralm/table1"))  # embedded model: nothing to refuse
+
+
+# ---- indexes -------------------------------------------------------------------------------
+DPR_N = 21_015_324
+
+
+def _index(cfg, prefix):
+    return next(i for i in plan.plan_cell(cfg, "", 80.0, 1).indexes if i.what.startswith(prefix))
+
+
+def test_size_and_time_formulas_by_hand():
+    # 2 x 1e8 params x 100 tokens x 1000 passages = 2e13 FLOPs at 1 TFLOP/s = 20 s
+    assert plan.encode_hours(1_000, 100, 10**8, 1.0) == pytest.approx(20 / 3600)
+    assert plan.lucene_gb(plan.GB / 10) == pytest.approx(1.0)  # 10 bytes a word
+
+
+def test_dense_index_sizes_flat_ivfpq_hnsw_for_dpr():
+    cfg = _cfg("experiment=ralm/paper/fig9")  # dense-bert-base over wikipedia-dpr
+    flat = _index(cfg, "dense FAISS flat")
+    assert flat.chosen and flat.ram_gb == pytest.approx(DPR_N * 768 * 4 / plan.GB)
+    ivf = _index(cfg, "dense FAISS ivfpq")
+    # auto: nlist = 4 sqrt(N) = 18337, m = 768 / 8 = 96 bytes + an 8-byte id per vector
+    assert "nlist=18337,m=96,nbits=8" in ivf.what and not ivf.chosen
+    assert ivf.ram_gb * plan.GB == pytest.approx(DPR_N * 104 + 4 * 768 * (18_337 + 256))
+    hnsw = _index(cfg, "dense FAISS hnsw")
+    assert hnsw.ram_gb * plan.GB == pytest.approx(DPR_N * (4 * 768 + 4 * (64 + 32 / 31) + 12))
+
+
+def test_the_chosen_index_type_counts_in_the_cell_disk():
+    flat = plan.plan_cell(_cfg("experiment=ralm/paper/fig9"), "", 80.0, 1)
+    ivf = plan.plan_cell(_cfg("experiment=ralm/paper/fig9", "retriever.faiss.type=ivfpq",
+                              "retriever.faiss.nlist=4096"), "", 80.0, 1)
+    chosen = next(i for i in ivf.indexes if i.chosen and "FAISS" in i.what)
+    assert "nlist=4096" in chosen.what
+    assert ivf.disk_gb - flat.disk_gb == pytest.approx(chosen.disk_gb)  # flat: rebuilt in RAM
+
+
+def test_bm25_prebuilt_and_local_lucene_sizes():
+    pre = _index(_cfg("experiment=ralm/paper/fig4"), "BM25 pyserini prebuilt")
+    assert pre.disk_gb * plan.GB == pytest.approx(9_177_942_656)
+    local = _index(_cfg("experiment=ralm/paper/fig4", "retriever=bm25"), "BM25 Lucene")
+    assert local.disk_gb * plan.GB == pytest.approx(DPR_N * 102.0 * plan.LUCENE_BYTES_PER_WORD)
+
+
+def test_riches_index_comes_through_its_hook_and_the_core_imports_no_method():
+    import ast
+    import inspect
+
+    cfg = _cfg("experiment=riches/paper/main", "riches/method=riches")
+    assert [h.__module__ for h in plan.method_hooks(cfg)] == ["riches.plan"]
+    assert plan.method_hooks(_cfg("experiment=ralm/paper/fig4")) == []  # ralm has no plan hook
+    sa = _index(cfg, "RICHES suffix array")
+    assert "int64 suffix array" in sa.note and "256,885,003 keys" in sa.entries
+    assert sa.disk_gb * plan.GB == pytest.approx(3_709_419_444 * 10 + 16 * 256_885_003)
+    tree = ast.parse(inspect.getsource(plan))
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+        {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not {m.split(".")[0] for m in imported} & {"ralm", "riches", "filco"}
+
+
+def test_index_table_is_rendered_once_per_index():
+    text = plan.plan_text(["experiment=ralm/paper/fig3"], True, gpu_mem=80, gpus=1)
+    rows = [r for r in text.splitlines() if r.startswith("| dense FAISS flat")]
+    assert len(rows) == 1 and "12 of 16 cells" in rows[0]
+
+
+def test_cells_that_never_search_the_retriever_need_no_retriever_index():
+    riches = plan.plan_cell(_cfg("experiment=riches/paper/main", "riches/method=riches"), "",
+                            80.0, 1)
+    reader = plan.plan_cell(_cfg("experiment=riches/paper/main", "riches/method=dense_reader"),
+                            "", 80.0, 1)
+    assert not any("FAISS" in i.what for i in riches.indexes)
+    assert any("FAISS flat" in i.what for i in reader.indexes)
+    assert not any("RICHES" in i.what for i in reader.indexes)  # only RICHES decodes keys
