@@ -35,6 +35,9 @@ class BeamConfig:
     length_penalty: float = 0.0  # final score = sum logp / len**length_penalty
     stop_strings: tuple[str, ...] = ("\n\n",)
     stop_window: int = 8  # tokens decoded to look for a stop string
+    # when set, the end of the answer line (a newline after the last answer prefix) also
+    # stops a hypothesis: the demonstrations end with their answer
+    answer_prefix: str | None = None
 
 
 @dataclass
@@ -196,10 +199,20 @@ def beam_search(model: StepModel, prompt: Sequence[int], constraint: KeyConstrai
 
 
 def _has_stop(tokens: list[int], cfg: BeamConfig, decode: Callable[[Sequence[int]], str]) -> bool:
-    if not cfg.stop_strings:
+    if not cfg.stop_strings and not cfg.answer_prefix:
         return False
     tail = decode(tokens[-cfg.stop_window:])
-    return any(s in tail for s in cfg.stop_strings)
+    if any(s in tail for s in cfg.stop_strings):
+        return True
+    # the whole text is decoded only when the tail holds a line end
+    return bool(cfg.answer_prefix) and "\n" in tail and \
+        answer_line_ended(decode(tokens), str(cfg.answer_prefix))
+
+
+def answer_line_ended(text: str, answer_prefix: str) -> bool:
+    """Whether `text` holds an answer line and its end: the answer is complete."""
+    i = text.rfind(answer_prefix)
+    return i >= 0 and "\n" in text[i + len(answer_prefix):]
 
 
 def _done(finished: list[Hypothesis], live: list[Hypothesis], cfg: BeamConfig) -> bool:

@@ -124,7 +124,9 @@ def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str, constrain
     max_new = s.max_new_tokens or kc.max_new_tokens
     beam = BeamConfig(beam_size=s.beam_size, adaptive=s.adaptive, max_new_tokens=max_new,
                       renormalize=s.renormalize, length_penalty=s.length_penalty,
-                      stop_strings=tuple(inputs.prompt["stop"]))
+                      stop_strings=tuple(inputs.prompt["stop"]),
+                      answer_prefix=inputs.prompt["answer_prefix"]
+                      if inputs.prompt.get("answer_ends_output") else None)
     evidence = kc.evidence if constrained else "key"
     decoder = Decoder(lm, kcorp, constraint, prompt, beam, evidence, at_start,
                       document_frequencies(kcorp.docs), HFStepModel(lm.model, lm.device))

@@ -21,7 +21,7 @@ from riches.settings import KeySettings
 
 WORDS = ["<pad>", "<eos>", " <<", " >>", " Joker", " is", " played", " by", " Joaquin",
          " Phoenix", " Heath", " Ledger", " Nolan", " Christopher", ".", " answer", "\n\n",
-         " Batman", " the", " film", " <<<", ">>", " in", " 2019"]
+         " Batman", " the", " film", " <<<", ">>", " in", " 2019", "\n"]
 ID = {w: i for i, w in enumerate(WORDS)}
 V = len(WORDS)
 EOS = ID["<eos>"]

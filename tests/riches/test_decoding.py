@@ -128,6 +128,20 @@ def test_no_retrieval_beam_closes_its_key_and_stops_before_the_budget() -> None:
     assert best.reason == "eos" and decode(best.tokens) == " << Nolan >><eos>"
 
 
+def test_the_end_of_the_answer_line_ends_the_output() -> None:
+    """A model that goes on after its answer line (more evidence, more answers) stops at the
+    answer's line end when the prompt says the answer ends the output."""
+    c = toy_constraint(KEYS, enabled=False)
+    loop = table_from({" by": {" answer": 5}, " answer": {" Joker": 5}, " Joker": {"\n": 5},
+                       "\n": {" answer": 5}})
+    cfg = BeamConfig(beam_size=1, max_new_tokens=12, stop_strings=("\n\n",))
+    cut = beam_search(BigramModel(loop), ids([" by"]), c, cfg, decode, [EOS])[0]
+    assert cut.reason == "length" and len(cut.tokens) == 12
+    cfg.answer_prefix = " answer"
+    done = beam_search(BigramModel(loop), ids([" by"]), c, cfg, decode, [EOS])[0]
+    assert done.reason == "stop" and decode(done.tokens) == " answer Joker\n"
+
+
 def test_processor_state_follows_reordered_rows() -> None:
     c = toy_constraint(KEYS, start="key", end="key")
     proc = RichesLogitsProcessor(c, prompt_len=1)
