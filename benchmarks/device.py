@@ -71,7 +71,7 @@ class Plan:
 
 
 FULL = Plan("full", seq_len=1024, stride=4, batch=8, drift_rows=2, step_budget_s=8.0,
-            min_steps=2, max_steps=20, gemm_sizes=(4096, 8192), budget_s=420.0)
+            min_steps=2, max_steps=20, gemm_sizes=(4096, 8192), budget_s=360.0)
 TINY_PLAN = Plan("tiny", seq_len=128, stride=4, batch=2, drift_rows=2, step_budget_s=0.5,
                  min_steps=2, max_steps=5, gemm_sizes=(128, 256, 512, 1024), budget_s=300.0)
 
@@ -352,7 +352,7 @@ def _cell(arch: Arch, dtype: str, device: str, plan: Plan, peaks: dict[str, floa
           rows: list[list[int]], drift_rows: list[list[int]], attn: str, seed: int,
           ref: Any, ref_nll: float | None) -> tuple[dict[str, Any], Any, float | None]:
     """(row, the model if float32 else None, its mean NLL). Out of memory is a skipped row."""
-    model = None
+    model = lm = None
     try:
         model = build_model(arch.model_class, arch.config, dtype, device, seed, attn)
         if ref is not None:
@@ -372,13 +372,14 @@ def _cell(arch: Arch, dtype: str, device: str, plan: Plan, peaks: dict[str, floa
             return row, model, nll
         return row, None, nll
     except torch.cuda.OutOfMemoryError as e:
-        model = None
-        _free(device)
-        return {"dtype": dtype, "status": f"skipped: out of memory ({str(e)[:120]})"}, None, None
+        model = lm = None  # the scorer holds the model too; both must go before the next cell
+        why = str(e).splitlines()[0][:120]
     finally:
         if dtype != "float32":
-            del model
+            model = lm = None
             _free(device)
+    _free(device)
+    return {"dtype": dtype, "status": f"skipped: out of memory ({why})"}, None, None
 
 
 def _free(device: str) -> None:
