@@ -127,3 +127,19 @@ def test_cells_that_cannot_run_are_rows_that_say_why(monkeypatch):
     assert all(r.get("drift_nll_vs_fp32") is None for r in rows)
     rows, _ = dev.run_device("cpu", "tiny", models=["opt-6.7b"], budget_s=0.0, **FAST)
     assert [r["status"].split(" (")[0] for r in rows] == ["skipped: time budget of 0 s spent"] * 3
+
+
+def test_out_of_memory_is_a_skipped_row_and_the_next_cell_runs(monkeypatch):
+    real = dev.build_model
+
+    def build(model_class, config, dtype, *args):
+        if dtype == "float16":
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(model_class, config, dtype, *args)
+
+    monkeypatch.setattr(dev, "build_model", build)
+    rows, _ = dev.run_device("cpu", "tiny", models=["llama-7b"], **FAST)
+    status = {r["dtype"]: r["status"] for r in rows}
+    assert status == {"float32": "ok", "bfloat16": "ok", "float16": (
+        "skipped: out of memory (CUDA out of memory. Tried to allocate 2.00 GiB)")}
+    assert math.isfinite(rows[2]["drift_nll_vs_fp32"])  # bfloat16 still has its reference
