@@ -43,6 +43,7 @@ BENCHMARKS: dict[str, str | Callable[[], BenchResult]] = {
     "ralm": "benchmarks.ralm_throughput",
     "cxmi": "benchmarks.cxmi",
     "retrieval": "benchmarks.retrieval",
+    "ann": "benchmarks.ann_recall",
     "riches": "benchmarks.riches_index",
     "loading": "benchmarks.loading",
     "device": "benchmarks.device",  # paper architectures on this device (tiny on a CPU)

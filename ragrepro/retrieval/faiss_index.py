@@ -211,11 +211,20 @@ def ivfpq_build_flops(n: int, dim: int, nlist: int, nbits: int, train_size: int)
             + 2.0 * n * dim * (nlist + 2 ** nbits))
 
 
-def hnsw_build_flops(n: int, dim: int, ef_construction: int,
-                     distances_per_ef: float) -> float:
-    """Each insertion evaluates about `distances_per_ef` x ef_construction distances (the
-    factor is measured by benchmarks/ann_recall.py with FAISS's own counter)."""
-    return 2.0 * n * dim * ef_construction * distances_per_ef
+def hnsw_build_flops(n: int, dim: int, ef_construction: int, hnsw_m: int) -> float:
+    """Each insertion explores about ef_construction candidates with up to 2M neighbours each
+    (an upper bound: revisits are skipped), 2 d FLOPs per distance: 4 d M ef per vector.
+    FAISS has no GPU HNSW; benchmarks/ann_recall.py reports the rate this reaches on a CPU."""
+    return 4.0 * n * dim * ef_construction * hnsw_m
+
+
+def build_flops(spec: IndexSpec, n: int, dim: int) -> float:
+    """Work to build the index from the vectors (flat: a copy, counted as none)."""
+    if spec.type == "ivfpq":
+        return ivfpq_build_flops(n, dim, int(spec.nlist), int(spec.nbits), int(spec.train_size))
+    if spec.type == "hnsw":
+        return hnsw_build_flops(n, dim, int(spec.ef_construction), int(spec.hnsw_m))
+    return 0.0
 
 
 # ---- device -------------------------------------------------------------------------------
@@ -238,9 +247,9 @@ def use_gpu(setting: Any, has_gpu_faiss: bool, n_gpus: int, index_type: str) -> 
                               "use gpu=auto (CPU) or type=ivfpq / flat on the GPU.")
         if not available:
             why = "no GPU is visible" if has_gpu_faiss else "this FAISS is the CPU build"
-            raise ConfigError(f"retriever.faiss.gpu=true but {why}: install GPU FAISS "
-                              f"(`pip uninstall -y faiss-cpu && pip install -e '.[gpu]'`, "
-                              f"docs/retrieval.md) on a GPU machine, or set gpu=auto.")
+            raise ConfigError(f"retriever.faiss.gpu=true but {why}: install GPU FAISS (the "
+                              f"`gpu` extra, docs/retrieval.md) on a GPU machine, or set "
+                              f"gpu=auto.")
         return True
     return setting == "auto" and available and index_type != "hnsw"
 

@@ -1,6 +1,8 @@
 """Sharded dense corpus encoding: launcher jobs encode parts `shard=i/n` of the corpus in
 parallel into the shared embedding cache, then one `shard=merge` job joins them into one
-FAISS index (the same index, vector for vector, as encoding in one process).
+FAISS index (the same index, vector for vector, as encoding in one process). The merge builds
+the index type of `retriever.faiss` (flat, or an IVF-PQ trained on a seeded sample of all the
+parts, or HNSW; GPU FAISS when installed) and writes it to `index_out`.
 
     ragrepro -m experiment=core/encode_shards shard=0/4,1/4,2/4,3/4 hydra/launcher=slurm
     ragrepro experiment=core/encode_shards shard=merge index_out=/shared/idx/minilm.faiss
@@ -95,4 +97,4 @@ def _merge(retriever: DenseRetriever, index_out: str | None) -> dict:
     path = retriever.save_index(Path(out))
     log.info("Merged %d embedding files into %s", len(retriever.shard_paths()), path)
     return {"ntotal": len(retriever.corpus), "files": len(retriever.shard_paths()),
-            "index": str(path)}
+            "index": str(path), "faiss_index": retriever.index_spec().label()}
