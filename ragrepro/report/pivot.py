@@ -121,6 +121,7 @@ def settings_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None
                    if spec["paper"]["grid"] != "delta" else [f"paper {delta['label']}"])
     if spec.get("reduction"):
         header.append(spec["reduction"])
+    header += [d["label"] for d in spec.get("diagnostics") or []]
     verdicts = bool(verdict_cells(spec))
     if verdicts:
         header.append("verdict vs paper")
@@ -149,7 +150,16 @@ def _settings_line(rows: Sequence[Row], key: tuple[str, ...], spec: dict[str, An
             line.append(fmt_fixed(100 * (base - new) / base))
         except ValueError:
             line.append("–")
-    return line
+    return line + [_diagnostic_cell(cells, d) for d in spec.get("diagnostics") or []]
+
+
+def _diagnostic_cell(cells: dict[str, Row], diag: dict[str, Any]) -> str:
+    """One diagnostic rate (x100) of each of the spec's pivoted values, joined by " / "
+    in the label's order; "–" for a value without a run or without the column."""
+    def rate(value: str) -> str:
+        got = cells.get(value, {}).get(diag["metric"])
+        return "–" if got in (None, "") else fmt_fixed(100 * float(got), 0)
+    return " / ".join(rate(v) for v in diag["values"])
 
 
 def measures_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None) -> Table:

@@ -26,7 +26,7 @@ _FIELDS: dict[str, set[str]] = {
     "pivot": {"title", "kind", "value", "pivot", "values", "labels", "task_columns",
               "model_family", "paper_columns", "metric_note", "notes", "paper", "cells",
               "delta_label", "reduction", "label", "rows", "row_labels", "cell",
-              "model_column", "dataset_column", "delta"},
+              "model_column", "dataset_column", "delta", "diagnostics"},
 }
 
 
