@@ -4,6 +4,13 @@ command itself stays identical between the killed run and its rerun.
 RAGREPRO_FAULT="kill_after_samples=N"  SIGKILL this process after the N-th per-sample record
                                        of a run (only once per marker file, see below)
 RAGREPRO_FAULT="enospc_after_samples=N" the N+1-th record write fails with "disk full"
+RAGREPRO_FAULT="kill_in_commit=N"      SIGKILL this process after step N of a run's commit
+                                       (ragrepro.tracking.Run.commit: 1 = CSV row written,
+                                       2 = an earlier finished folder moved aside, 3 = folder
+                                       renamed, before the old one is deleted)
+RAGREPRO_FAULT="kill_in_overwrite=N"   SIGKILL after step N of overwrite=true's removal of a
+                                       finished run (Run.start: 1 = its CSV row dropped,
+                                       2 = its folder moved aside)
 RAGREPRO_FAULT_ONCE=<path>             the fault fires only if this file does not exist yet,
                                        and creates it when firing (so a sweep dies once)
 """
@@ -56,3 +63,18 @@ def after_sample_write() -> None:
     kind, n = spec
     if kind == "kill_after_samples" and _written >= n and _armed():
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _kill_at(kind: str, step: int) -> None:
+    spec = _spec()
+    if spec is not None and spec == (kind, step) and _armed():
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def in_commit(step: int) -> None:
+    """Between two steps of a run's commit: the points a real kill can fall between."""
+    _kill_at("kill_in_commit", step)
+
+
+def in_overwrite(step: int) -> None:
+    _kill_at("kill_in_overwrite", step)

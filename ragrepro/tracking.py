@@ -4,6 +4,13 @@ The CSV and JSON on disk are the source of truth; W&B only mirrors them.
 A run writes into `results/<experiment>/tmp_<run-id>/` and that folder is renamed to
 `<run-id>/` only when the run finished, so a finished folder is always complete and a
 killed run leaves its checkpoints where the rerun finds them.
+
+Commit order (docs/reliability.md, "No run without its row"): the CSV row is written first
+(replacing any row of the same run id), the rename to `<run-id>/` is the finished marker and
+comes last. A kill between the two leaves an unfinished run that the rerun redoes, replacing
+the row; a kill after leaves a finished run with its row. A finished folder whose row is
+missing anyway (a CSV edited by hand, a row lost by older code) gets it back from its
+metrics.json whenever a run or a launcher asks `is_finished()`.
 """
 from __future__ import annotations
 
@@ -99,6 +106,12 @@ class Run:
         return self.root / self.experiment / f"tmp_{self.run_id}"
 
     @property
+    def replaced_dir(self) -> Path:
+        """Where a finished folder waits to be deleted when a new one replaces it; the tmp_
+        prefix keeps the report's readers and the skip test away from it."""
+        return self.root / self.experiment / f"tmp_{self.run_id}.replaced"
+
+    @property
     def csv_path(self) -> Path:
         return self.root / f"{self.experiment}.csv"
 
@@ -107,14 +120,27 @@ class Run:
         return self.work_dir / "samples.jsonl"
 
     def is_finished(self) -> bool:
-        return (self.final_dir / "metrics.json").exists()
+        """Whether the run finished; a finished run missing its CSV row gets it back here, so
+        every skip (the runner's, a launcher's before submitting) leaves exactly one row."""
+        if not (self.final_dir / "metrics.json").exists():
+            return False
+        _remove(self.replaced_dir)  # a kill after a commit's rename left it behind
+        restore_row(self)
+        return True
 
     def start(self, overwrite: bool = False, code: dict[str, Any] | None = None,
               allow_code_change: bool = False) -> None:
         """Create (or reopen) the working folder. With `code` (this process's version, see
-        ragrepro.codeversion), records left by other code are refused unless allowed."""
+        ragrepro.codeversion), records left by other code are refused unless allowed.
+
+        overwrite=true on a finished run drops its row first, then its folder, so a kill in
+        between leaves a finished run whose row `is_finished` restores, or an unfinished one."""
         if overwrite and self.final_dir.exists():
-            shutil.rmtree(self.final_dir)
+            drop_csv_row(self.csv_path, self.run_id)
+            faults.in_overwrite(1)
+            os.replace(self.final_dir, self._clear_replaced())
+            faults.in_overwrite(2)
+        _remove(self.replaced_dir)
         if overwrite and self.work_dir.exists():
             shutil.rmtree(self.work_dir)
         if code is not None:
@@ -164,12 +190,22 @@ class Run:
         self._row = csv_row(self, metrics, settings, metadata)
 
     def commit(self) -> Path:
-        """Rename the working folder to its final name and append the CSV row."""
-        if self.final_dir.exists():  # overwrite=true on a finished run
-            shutil.rmtree(self.final_dir)
-        os.replace(self.work_dir, self.final_dir)
+        """Write the CSV row, then rename the working folder to its final name: the rename
+        is the finished marker, so it comes last (see the module docstring). A failed lock
+        or a kill before it leaves an unfinished run whose rerun replaces the row."""
         append_csv_row(self.csv_path, self._row)
+        faults.in_commit(1)
+        if self.final_dir.exists():  # a twin job finished the same run id meanwhile
+            os.replace(self.final_dir, self._clear_replaced())
+        faults.in_commit(2)
+        os.replace(self.work_dir, self.final_dir)
+        faults.in_commit(3)
+        _remove(self.replaced_dir)
         return self.final_dir
+
+    def _clear_replaced(self) -> Path:
+        _remove(self.replaced_dir)
+        return self.replaced_dir
 
     def finish(self, config: dict[str, Any], metrics: dict[str, Any], settings: dict[str, Any],
                metadata: dict[str, Any]) -> Path:
@@ -177,10 +213,16 @@ class Run:
         return self.commit()
 
 
+def _remove(path: Path) -> None:
+    # only ever a replaced folder: a second process removing it too must not fail the run
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
-            metadata: dict[str, Any]) -> dict[str, Any]:
+            metadata: dict[str, Any], finished_at: float | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run.run_id, "experiment": run.experiment,
-                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                           "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S",
+                                                        time.localtime(finished_at))}
     row.update({k: v for k, v in settings.items()})
     row.update({k: v for k, v in metrics.items() if not isinstance(v, (dict, list))})
     row["git_commit"] = metadata.get("git_commit")
@@ -193,6 +235,23 @@ def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
     return row
 
 
+def restore_row(run: Run) -> bool:
+    """Rebuild a finished run's missing CSV row from its metrics.json (the same columns
+    `commit` writes; finished_at is the file's time). Returns whether a row was added."""
+    if any(r.get("run_id") == run.run_id for r in read_csv(run.csv_path)):
+        return False  # the common case reads the CSV once, without the lock
+    path = run.final_dir / "metrics.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    rebuilt = Run(run.experiment, run.run_id, run.root,
+                  timings=dict(data.get("timings_s") or {}))
+    row = csv_row(rebuilt, dict(data.get("metrics") or {}), dict(data.get("settings") or {}),
+                  dict(data.get("metadata") or {}), finished_at=path.stat().st_mtime)
+    append_csv_row(run.csv_path, row)  # replaces by run id: two restoring skips leave one row
+    log.warning("Run %s/%s was finished but missing from %s: its row was restored from %s.",
+                run.experiment, run.run_id, run.csv_path, path)
+    return True
+
+
 def append_csv_row(path: Path, row: dict[str, Any]) -> None:
     """Append under a file lock; a row with new columns rewrites the file with the union
     header. A rerun of the same run id replaces its earlier row instead of duplicating it."""
@@ -200,14 +259,31 @@ def append_csv_row(path: Path, row: dict[str, Any]) -> None:
         rows = read_csv(path)
         rows = [r for r in rows if r.get("run_id") != str(row["run_id"])]
         rows.append({k: ("" if v is None else v) for k, v in row.items()})
-        header: list[str] = []
-        for r in rows:
-            header += [k for k in r if k not in header]
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
-        writer.writeheader()
-        writer.writerows(rows)
-        atomic_write_text(path, buf.getvalue())
+        _write_rows(path, rows)
+
+
+def drop_csv_row(path: Path, run_id: str) -> None:
+    """Remove one run's row (overwrite=true), under the same lock as appends."""
+    if not Path(path).exists():
+        return
+    with locked(path):
+        rows = read_csv(path)
+        kept = [r for r in rows if r.get("run_id") != str(run_id)]
+        if len(kept) != len(rows):
+            _write_rows(path, kept, header_of=rows)
+
+
+def _write_rows(path: Path, rows: list[dict[str, Any]],
+                header_of: list[dict[str, Any]] | None = None) -> None:
+    """Rewrite the CSV atomically with the union header of `header_of` (default: rows)."""
+    header: list[str] = []
+    for r in rows if header_of is None else header_of:
+        header += [k for k in r if k not in header]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=header, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write_text(path, buf.getvalue())
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
