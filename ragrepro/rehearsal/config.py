@@ -87,8 +87,9 @@ def apply(cfg: DictConfig, root: Path, results: Path) -> None:
     gen_caps = generation_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.max_new_tokens",
                                                          default=16)))
     changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
-                                  **caps, "device": "cpu", **gen_caps,
-                                  "rehearsal.uncapped": uncapped(cfg, gen_caps)}
+                                  **caps, "device": "cpu", **gen_caps}
+    if uncapped(cfg, gen_caps):
+        changes["rehearsal.uncapped"] = uncapped(cfg, gen_caps)
     if not cfg.get("results_dir"):
         changes["results_dir"] = str(results / "rehearsal")
     with open_dict(cfg):
