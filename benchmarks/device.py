@@ -176,9 +176,9 @@ def gemm_peak(dtype: str, device: str, sizes: Sequence[int], budget_s: float = 1
 
 
 def _gemm(dt: torch.dtype, device: str, n: int, budget_s: float) -> float:
-    g = torch.Generator(device="cpu").manual_seed(0)
-    a = torch.randn(n, n, generator=g).to(device=device, dtype=dt)
-    b = torch.randn(n, n, generator=g).to(device=device, dtype=dt)
+    g = torch.Generator(device=device).manual_seed(0)  # drawn on the device: 8192^2 is slow on a CPU
+    a = torch.randn(n, n, generator=g, device=device).to(dt)
+    b = torch.randn(n, n, generator=g, device=device).to(dt)
     linear = torch.nn.functional.linear
     linear(a, b)
     sync(device)
@@ -407,6 +407,10 @@ def resolve(device: str, size: str) -> tuple[str, Plan]:
     """`auto`: the GPU when there is one; full shapes on a GPU, tiny ones on a CPU."""
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device == "cpu" and Path("/dev/nvidia0").exists():
+            log.warning("an NVIDIA GPU is present but this torch (%s) cannot use it: the tiny CPU "
+                        "version runs. Install a CUDA build of torch into .venv for the full "
+                        "shapes.", torch.__version__)
     if size == "auto":
         size = "full" if device.startswith("cuda") else "tiny"
     return device, FULL if size == "full" else TINY_PLAN
