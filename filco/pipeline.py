@@ -4,7 +4,7 @@ statistics (Table 2). One run = one setting on one evaluation set = one CSV row.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from pathlib import Path
@@ -71,6 +71,13 @@ class Ctx:
     seed: int
     # the CXMI scoring model, built only for measure=cxmi; empty = the generator's base model
     cxmi_scorer: Deferred = field(default_factory=Deferred)
+    # budgets the rehearsal capped: dotted key -> configured value (rehearsal.uncapped)
+    uncapped: Mapping[str, Any] | None = None
+
+    def configured(self, key: str, value: int) -> int:
+        """The budget `key` was configured with (the rehearsal's record of it, else `value`):
+        under the rehearsal's cap the check still reads the budget a real run would use."""
+        return int(self.uncapped[key]) if self.uncapped and key in self.uncapped else int(value)
 
     @property
     def k(self) -> int:
@@ -200,13 +207,16 @@ def generate_texts(c: Ctx, lm: LM, sources: Sequence[str], max_new: int, what: s
 
 
 # -- budgets that fit ----------------------------------------------------------------------
-# Each generation budget must hold the longest target its model is trained on, EOS included
-# (a model that cannot emit its end token runs to the budget, and the row measures the
-# harness). Checked before the model is trained; test generation uses the same budget.
-def _target_encoder(c: Ctx) -> Callable[[str], list[int]]:
+# Each generation budget must hold the longest target its model is trained on, as it is
+# trained on it: EOS included (a model that cannot emit its end token runs to the budget, and
+# the row measures the harness), cut at the role's train max_target_tokens (a model never
+# trained past that length cannot be cut off by a budget that reaches it; ELI5's long
+# answers under the paper's 128). Checked before training; test generation uses the same.
+def _target_encoder(c: Ctx, role: str) -> Callable[[str], list[int]]:
     from .encoding import target_ids
 
-    return lambda text: target_ids(c.lm, text)
+    cut = c.fc.train.config(role, c.seed).max_target_tokens
+    return lambda text: target_ids(c.lm, text, cut)
 
 
 def check_gen_budget(c: Ctx, train: Sequence[Example]) -> dict[str, int]:
@@ -215,8 +225,9 @@ def check_gen_budget(c: Ctx, train: Sequence[Example]) -> dict[str, int]:
         return {}
     targets = [prompts.gen_target(c.task, choose_output(e.answers, e.passages)) for e in train]
     return {"filco.gen_max_new_tokens": check_budget(
-        "filco.gen_max_new_tokens", c.fc.gen_max_new_tokens, targets, _target_encoder(c),
-        "M_gen training target")}
+        "filco.gen_max_new_tokens", c.configured("filco.gen_max_new_tokens",
+                                                 c.fc.gen_max_new_tokens),
+        targets, _target_encoder(c, "gen"), "M_gen training target")}
 
 
 def check_ctx_budget(c: Ctx, setting: str, train: Sequence[Example],
@@ -226,8 +237,9 @@ def check_ctx_budget(c: Ctx, setting: str, train: Sequence[Example],
         return {}
     targets = [t for _, t in ctx_pairs(c, train, sil_train)]
     return {"filco.ctx_max_new_tokens": check_budget(
-        "filco.ctx_max_new_tokens", c.fc.ctx_max_new_tokens, targets, _target_encoder(c),
-        "M_ctx training target (silver context)")}
+        "filco.ctx_max_new_tokens", c.configured("filco.ctx_max_new_tokens",
+                                                 c.fc.ctx_max_new_tokens),
+        targets, _target_encoder(c, "ctx"), "M_ctx training target (silver context)")}
 
 
 # -- test-time contexts --------------------------------------------------------------------
@@ -315,15 +327,17 @@ def context_record(c: Ctx, e: Example, context: str) -> dict[str, Any]:
 
 
 def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: FilcoSettings,
-        corpus: Deferred, retriever: Deferred, cxmi_scorer: Deferred, seed: int) -> Result:
+        corpus: Deferred, retriever: Deferred, cxmi_scorer: Deferred, seed: int,
+        uncapped: Mapping[str, Any] | None = None) -> Result:
     """One setting (filco.setting) on one evaluation set (`test`, the `dataset` node), the
     filter and the generator fine-tuned from `lm` on `train`. `task` is the dataset's (used
     when filco.task=auto); corpus and retriever are built unless filco.passages=record;
-    filco.stage=context stops after building the contexts (Table 3 / Fig. 6 need no generator)."""
+    filco.stage=context stops after building the contexts (Table 3 / Fig. 6 need no generator).
+    `uncapped`: the configured generation budgets the rehearsal capped (their checks read it)."""
     fc = settings
     the_task = task_of(fc, task)
     c = Ctx(fc, the_task, measure_spec(fc, the_task), lm,
-            partial(split_sentences, splitter=fc.splitter), seed, cxmi_scorer)
+            partial(split_sentences, splitter=fc.splitter), seed, cxmi_scorer, uncapped)
     with run.timed("data"):
         source = passage_retriever(fc, corpus, retriever)
         train_exs, test_exs = (load_examples(qa, source, fc.k, the_task.name, fc.passages)

@@ -3,6 +3,7 @@ the filter and generator generation records, the budget check, and the switch la
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import partial
 
 import pytest
@@ -14,8 +15,10 @@ from filco.silver import Example, Silver
 from filco.split import split_sentences
 from ragrepro.errors import ConfigError
 from ragrepro.generation import summarize
+from tests.filco import test_routing as routing
+from tests.filco.test_routing import TEST, TRAIN, FakeLM
 
-from tests.filco.test_routing import TEST, TRAIN, FakeLM, setup  # noqa: F401  (a fixture)
+setup = routing.setup  # the routing tests' fixture: fake models, one run per call
 
 SPLIT = partial(split_sentences, splitter="pysbd")
 PASSAGES = ("Bizet wrote Carmen. It premiered in Paris in 1875.", "Carmen is an opera.")
@@ -119,7 +122,7 @@ def test_test_top1_switch_feeds_the_passage_but_the_row_still_counts_the_empty_f
         setup, monkeypatch):
     _filter_says(monkeypatch, {TEST[0].question: "Paris is the capital.",
                                TEST[1].question: ""})
-    records, log = setup("filco", run_id="top1", **{"fallback.test": "top1"})
+    records, _ = setup("filco", run_id="top1", **{"fallback.test": "top1"})
     assert records[1]["context"] == TEST[1].passages[0]   # the generator read the passage
     assert records[1]["context_empty"] is False
     assert records[1]["diag"]["ctx_empty"] is True         # the filter still gave nothing
@@ -151,9 +154,35 @@ def test_a_generator_budget_below_its_longest_training_target_is_refused(setup):
     setup("silver", run_id="g3", gen_max_new_tokens=1, stage="context")  # no generator
 
 
-def test_drop_leaves_empty_silver_targets_out_of_the_filter_pairs():
-    from dataclasses import replace
+def test_under_the_rehearsal_cap_the_check_reads_the_configured_budget():
+    # the rehearsal caps filco.ctx_max_new_tokens to 16 for speed and records the configured
+    # value (rehearsal.uncapped): the check must judge the value a real run would use
+    c = pipeline.Ctx(_settings(), pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
+                     FakeLM("base", {}), SPLIT, seed=0)
+    sil = [Silver("Paris is the capital of France.")]          # 31 fake tokens
+    capped = replace(c, fc=replace(c.fc, ctx_max_new_tokens=16))
+    with pytest.raises(ConfigError, match="filco.ctx_max_new_tokens=16"):
+        pipeline.check_ctx_budget(capped, "filco", TRAIN, sil)
+    ok = replace(capped, uncapped={"filco.ctx_max_new_tokens": 512})
+    assert pipeline.check_ctx_budget(ok, "filco", TRAIN, sil) == {"filco.ctx_max_new_tokens": 31}
+    low = replace(capped, uncapped={"filco.ctx_max_new_tokens": 20})
+    with pytest.raises(ConfigError, match="filco.ctx_max_new_tokens=20 "):
+        pipeline.check_ctx_budget(low, "filco", TRAIN, sil)
 
+
+def test_the_budget_needs_only_what_training_kept_of_a_target():
+    # a target cut at the role's max_target_tokens was never learnt past the cut (nor its
+    # EOS): a budget reaching the cut holds everything the model was trained to emit
+    c = pipeline.Ctx(_settings(), pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
+                     FakeLM("base", {}), SPLIT, seed=0)
+    train = replace(c.fc.train, gen={"max_target_tokens": 8})
+    cut = replace(c, fc=replace(c.fc, train=train, gen_max_new_tokens=8))
+    assert pipeline.check_gen_budget(cut, TRAIN) == {"filco.gen_max_new_tokens": 8}
+    with pytest.raises(ConfigError, match="filco.gen_max_new_tokens=12 .*=13 or more"):
+        pipeline.check_gen_budget(replace(c, fc=replace(c.fc, gen_max_new_tokens=12)), TRAIN)
+
+
+def test_drop_leaves_empty_silver_targets_out_of_the_filter_pairs():
     c = pipeline.Ctx(replace(_settings(), fallback=FallbackSettings("top1", "drop", "none")),
                      pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
                      FakeLM("base", {}), SPLIT, seed=0)
