@@ -113,7 +113,7 @@ def wait_gone(pgid: int, seconds: float) -> list[int]:
 OWNER = "owner"  # in a fixture's private folder: "<pid> <start time>" of the pytest process
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
     try:  # field 22 of /proc/<pid>/stat: start time in clock ticks since boot
         return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split())[19]
     except (OSError, IndexError):
@@ -122,7 +122,7 @@ def _start_time(pid: int) -> str | None:
 
 def claim(folder: Path) -> None:
     """Mark a private folder as this process's (see stale_folders)."""
-    (folder / OWNER).write_text(f"{os.getpid()} {_start_time(os.getpid())}")
+    (folder / OWNER).write_text(f"{os.getpid()} {start_time(os.getpid())}")
 
 
 def stale_folders(prefix: str) -> list[Path]:
@@ -136,6 +136,6 @@ def stale_folders(prefix: str) -> list[Path]:
             pid, start = (folder / OWNER).read_text().split()
         except (OSError, ValueError):
             continue
-        if _start_time(int(pid)) != start:
+        if start_time(int(pid)) != start:
             out.append(folder)
     return out

@@ -13,7 +13,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from launcher_helpers import RAY_LOOPBACK, VENV_BIN, claim, free_ports, stale_folders, wait_gone
+from launcher_helpers import (
+    RAY_LOOPBACK,
+    VENV_BIN,
+    claim,
+    free_ports,
+    group_members,
+    stale_folders,
+    start_time,
+    wait_gone,
+)
 
 from ragrepro.paths import REPO_ROOT
 
@@ -50,7 +59,7 @@ def ray_head_running() -> Iterator[str]:
     log = open(Path(temp) / "head.log", "w")  # noqa: SIM115 - open while the head runs
     proc = subprocess.Popen(ray_command(ray, temp, ports), stdout=log, stderr=subprocess.STDOUT,
                             env=env, cwd=REPO_ROOT, start_new_session=True)
-    (Path(temp) / "head.pgid").write_text(str(proc.pid))
+    (Path(temp) / "head.pgid").write_text(f"{proc.pid} {start_time(proc.pid)}")
     address = f"127.0.0.1:{ports[0]}"
     try:
         _wait_for_ray(ray, address, env, proc, Path(temp))
@@ -65,11 +74,21 @@ def _reap_stale_ray() -> None:
     """Stop the Ray of a session that died without its teardown, and drop its folder."""
     for folder in stale_folders("rr-ray-"):
         with contextlib.suppress(OSError, ValueError):
-            pgid = int((folder / "head.pgid").read_text())
-            if wait_gone(pgid, 0):
-                os.killpg(pgid, signal.SIGKILL)
-                wait_gone(pgid, 15)
+            pgid, started = (folder / "head.pgid").read_text().split()
+            if _same_group(int(pgid), started):
+                os.killpg(int(pgid), signal.SIGKILL)
+                wait_gone(int(pgid), 15)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _same_group(pgid: int, started: str) -> bool:
+    """Is the process group `pgid` still that head's? Linux reuses no pid while a process
+    group of that number has members, so with the leader gone, live members are its own; a
+    live leader must have the recorded start time."""
+    if not group_members(pgid):
+        return False
+    leader = start_time(pgid)
+    return leader is None or leader == started
 
 
 def _wait_for_ray(ray: Path, address: str, env: dict, proc: subprocess.Popen, temp: Path,

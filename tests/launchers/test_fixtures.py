@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+import ray_local
 from launcher_helpers import (
     OWNER,
     claim,
@@ -19,6 +20,7 @@ from launcher_helpers import (
     free_ports,
     group_members,
     stale_folders,
+    start_time,
     wait_gone,
 )
 from ray_local import ray_head_running
@@ -67,6 +69,27 @@ def test_stale_folders_are_those_of_dead_or_reused_pids_only():
     finally:
         for f in (live, dead, reused, foreign):
             subprocess.run(["rm", "-rf", str(f)], check=False)
+
+
+def test_a_dead_sessions_ray_is_stopped_and_a_reused_group_number_is_not():
+    dead_owner = subprocess.Popen(["true"])
+    dead_owner.wait()
+    leftover = subprocess.Popen(["sleep", "60"], start_new_session=True)  # its "Ray"
+    bystander = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    folders = [Path(tempfile.mkdtemp(prefix="rr-ray-")) for _ in range(2)]
+    try:
+        for folder, proc, started in ((folders[0], leftover, start_time(leftover.pid)),
+                                      (folders[1], bystander, "1")):  # recorded: another start
+            (folder / OWNER).write_text(f"{dead_owner.pid} 12345")
+            (folder / "head.pgid").write_text(f"{proc.pid} {started}")
+        ray_local._reap_stale_ray()
+        assert leftover.wait(timeout=15) == -signal.SIGKILL
+        assert bystander.poll() is None  # its group number only looks like the recorded one
+        assert not any(f.exists() for f in folders)
+    finally:
+        for proc in (leftover, bystander):
+            proc.kill()
+            proc.wait()
 
 
 def test_slurm_stop_leaves_a_process_whose_pid_a_stale_pid_file_names(tmp_path):
