@@ -23,7 +23,8 @@ def trained_models(metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One entry per distinct fine-tuned model (by cache key), with the settings using it."""
     by_key: dict[str, dict[str, Any]] = {}
     for m in metas:
-        setting = m["settings"].get("setting", "?")
+        # the variant names a fallback switch ("filco [switch fallback.test=top1]")
+        setting = m["settings"].get("variant") or m["settings"].get("setting", "?")
         for part in ("filter_train", "generator_train"):
             info = m["metadata"].get(part) or {}
             if not info.get("losses"):
@@ -61,7 +62,8 @@ def render_times(metas: list[dict[str, Any]]) -> str:
              "| setting | n_eval | filter | generator | total |", "|---|---|---|---|---|"]
     for m in sorted(metas, key=lambda m: str(m["settings"].get("setting"))):
         t = m.get("timings_s") or {}
-        lines.append(f"| {m['settings'].get('setting')} | {m['settings'].get('n_eval')} | "
+        name = m["settings"].get("variant") or m["settings"].get("setting")
+        lines.append(f"| {name} | {m['settings'].get('n_eval')} | "
                      f"{t.get('filter', 0):.0f} | {t.get('generator', 0):.0f} | "
                      f"{sum(t.values()):.0f} |")
     return "\n".join(lines) + "\n"
