@@ -46,11 +46,16 @@ class TokLM:
 
 @cache
 def tok_lm(source: str) -> TokLM:
-    from transformers import AutoTokenizer
-
     from ragrepro.models.loading import resolve_source
 
-    return TokLM(AutoTokenizer.from_pretrained(resolve_source(source)[0]))
+    return tok_lm_at(resolve_source(source)[0])
+
+
+@cache
+def tok_lm_at(path: str) -> TokLM:
+    from transformers import AutoTokenizer
+
+    return TokLM(AutoTokenizer.from_pretrained(path))
 
 
 @cache
@@ -184,3 +189,34 @@ def test_baseline_finish_reasons() -> None:
     assert got["generation"]["answer"]["finish"] == "stop"
     assert got["generation"]["answer"]["empty"] is False
     assert iterative_diagnostics(lines, "")["generation"]["answer"]["empty"] is True
+
+
+PAPER = {"riches/paper/keys": ["single_hop"], "riches/paper/beam": ["single_hop"],
+         "riches/paper/interleave": ["single_hop"],
+         "riches/paper/main": ["single_hop", "multi_hop"]}  # nq-open; hotpotqa, musique
+
+
+@pytest.mark.parametrize("experiment", sorted(PAPER))
+def test_paper_budgets_hold_under_the_rehearsal(experiment: str, tmp_path_factory) -> None:
+    """What `make rehearse` checks: the rehearsal caps every budget to a few tokens, yet each
+    paper cell's configured budget is checked, with the stand-in tokenizer (800 entries: more
+    tokens per word than any real one), against its prompt (wiki-vital leads: the longest
+    text the fixture corpus can hold for the demonstrations' articles)."""
+    from ragrepro.rehearsal.config import apply
+    from ragrepro.rehearsal.standins import standin_dir
+
+    root = tmp_path_factory.mktemp("rehearsal")
+    base = compose_experiment(experiment)
+    lm = tok_lm_at(str(standin_dir(str(base.model.source), root)))
+    params = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
+    keys = str(params.get("riches/keys@riches.key", base.riches.key.name)).split(",")
+    for key in keys:
+        cfg = compose_experiment(experiment, f"riches/keys@riches.key={key}", "rehearsal=cpu")
+        apply(cfg, root, root / "results")
+        s = instantiate(cfg.riches, _convert_="object")
+        assert s.max_new_tokens <= 16                        # capped for speed ...
+        uncapped = OmegaConf.to_container(cfg.rehearsal.uncapped)
+        for name in PAPER[experiment]:                       # ... the configured one holds
+            check_decoding(s, prompt_for(s, name, lm), lm, uncapped)
+            check_reader(s, shipped_prompt(name), lm, uncapped)
+            check_iterative(s, shipped_prompt(name), lm, uncapped)
