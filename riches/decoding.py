@@ -134,7 +134,8 @@ def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str, constrain
         "key_type": kc.name, "key_start": kc.start, "key_demo": kc.demo, "key_end": kc.end,
         "min_key_tokens": kc.min_key_tokens, "beam_size": s.beam_size, "adaptive": s.adaptive,
         "thoughts": s.thoughts, "renormalize": s.renormalize, "length_penalty": s.length_penalty,
-        "max_new_tokens": max_new, "max_new_tokens_needed": budget_needed, "n_index_keys": len(kcorp.keys), "index_tokens": index.n,
+        "max_new_tokens": max_new, "max_new_tokens_needed": budget_needed,
+        "n_index_keys": len(kcorp.keys), "index_tokens": index.n,
         "index_bytes_per_token": index.bytes_per_token(), "evidence": evidence, **origin}
 
 
