@@ -119,11 +119,14 @@ class KeyConstraint:
                    free_banned=marker_lookalike_ids(strings, spec), **kw)
 
     def _key_banned(self) -> np.ndarray | None:
-        """Free text inside an unconstrained key: the look-alikes stay banned (a key ends
-        only at the official close marker), the close marker itself is allowed."""
+        """Free text inside an unconstrained key: the close marker is allowed, the
+        look-alikes stay banned (a key ends only at the official close marker), and so does
+        the open marker (keys do not nest; SmolLM2 without retrieval reopened its key over
+        and over instead of closing it)."""
         if self.free_banned is None:
             return None
-        return self.free_banned[self.free_banned != self.spec.close[0]]
+        kept = self.free_banned[self.free_banned != self.spec.close[0]]
+        return np.union1d(kept, np.asarray(self.spec.open, dtype=np.int64))
 
     def initial(self) -> HypState:
         return HypState()

@@ -102,7 +102,8 @@ def test_free_text_bans_marker_lookalikes_but_not_the_open_marker() -> None:
 def test_no_retrieval_can_close_a_key_but_free_text_still_bans_lookalikes() -> None:
     """enabled=False (the no-retrieval baseline, §5.4): evidence is unconstrained text, yet
     the close marker is the only way out of a key, so inside a key it must be allowed; the
-    look-alikes stay banned there, and outside keys the close marker is banned as before."""
+    look-alikes and the open marker are banned there, and outside keys the close marker is
+    banned as before."""
     c = toy_constraint(KEYS, enabled=False)
     free = c.allowed(c.initial())
     assert free.kind == "free" and {WORDS[i] for i in free.banned} == {" >>", " <<<", ">>"}
@@ -111,7 +112,7 @@ def test_no_retrieval_can_close_a_key_but_free_text_still_bans_lookalikes() -> N
         state = c.advance(state, ID[w])
     inside = c.allowed(state)
     assert state.marker.mode is Mode.KEY and inside.kind == "free"
-    assert {WORDS[i] for i in inside.banned} == {" <<<", ">>"}
+    assert {WORDS[i] for i in inside.banned} == {" <<<", ">>", " <<"}  # keys do not nest
     closed = c.advance(state, ID[" >>"])
     assert closed.marker.mode is Mode.FREE and closed.marker.keys == ((ID[" Nolan"], ID[" Batman"]),)
 
