@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse plan \
+.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse rehearse-real plan \
 	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
 	reproduce-riches-ladder reproduce-filco-ladder \
 	judge-eval reranker-curve
@@ -49,6 +49,12 @@ reranker-curve: setup
 # results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.
 rehearse: setup
 	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse
+
+# The same cells with the real embedded model where the family has one (SmolLM2 for LLaMA),
+# budgets uncapped; a diagnostics flag fails a cell: results/rehearsal/real_summary.{csv,md}.
+# Slow (not in make test): make rehearse-real REAL_ONLY="riches/paper/main" REAL_CELL=nq-open
+rehearse-real: setup
+	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse --real $(if $(REAL_ONLY),--only $(REAL_ONLY)) $(if $(REAL_CELL),--cell '$(REAL_CELL)')
 
 # Preflight of a paper experiment: make plan EXPERIMENT=ralm/paper/fig4 [GPU_MEM=80 GPUS=2]
 plan: setup

@@ -3,11 +3,18 @@ mode (stand-in models, fixture data), in this one process, then every paper tabl
 rows. Writes results/rehearsal/summary.csv and summary.md; exits 1 if any cell failed.
 
     python -m scripts.rehearse [--only ralm/paper/fig4 ...] [--limit 2] [--max-cells N]
+
+`--real` (`make rehearse-real`): cells whose model family has a real embedded member run it
+with uncapped budgets (rehearsal.real_models=true); a diagnostics flag fails the cell.
+Writes results/rehearsal/real_summary.csv and .md instead, and builds no tables.
+
+    python -m scripts.rehearse --real [--only riches/paper/main ...] [--cell 'dataset=nq-open']
 """
 from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import time
 import traceback
@@ -19,9 +26,12 @@ from omegaconf import OmegaConf
 from ragrepro.paths import CONF_DIR, results_dir
 from ragrepro.rehearsal.cells import (
     CellResult,
+    RealCellResult,
     coverage_problem,
     first_line,
+    flag_problem,
     sweep_cells,
+    write_real_summary,
     write_summary,
 )
 
@@ -52,6 +62,34 @@ def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
     return CellResult(experiment, " ".join(cell), status, time.time() - started, error)
 
 
+def run_real_cell(experiment: str, cell: list[str], extra: list[str]) -> RealCellResult:
+    """One cell in real mode: the family's real member where there is one, and its row's
+    diagnostics read by the flag rules (conf/report/flags.yaml)."""
+    from ragrepro.configcheck import check_config
+    from ragrepro.rehearsal.real import choose, member_installed
+    from ragrepro.runner import execute
+
+    started = time.time()
+    family, used, real, flags = "", "?", False, ""
+    try:
+        cfg = compose("config", overrides=[f"experiment={experiment}", "rehearsal=cpu",
+                                           "rehearsal.real_models=true", "wandb.mode=disabled",
+                                           *cell, *extra])
+        choice = choose(OmegaConf.select(cfg, "model.source", default=None), member_installed)
+        family, used, real = choice.family, choice.used, choice.real
+        check_config(cfg)
+        metrics = execute(cfg)
+        flags, error = flag_problem(metrics, real)
+        error = error or coverage_problem(OmegaConf.select(cfg, "ralm.rerank", default=None),
+                                          metrics)
+        status = "failed" if error else "ok"
+    except Exception as e:  # noqa: BLE001 - every failure is a row of the summary
+        log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())
+        status, error = "failed", first_line(e)
+    return RealCellResult(experiment, " ".join(cell), family, used, status,
+                          time.time() - started, flags, error)
+
+
 def cells_of(experiment: str) -> list[list[str]]:
     cfg = compose("config", overrides=[f"experiment={experiment}"], return_hydra_config=True)
     params = OmegaConf.select(cfg, "hydra.sweeper.params", default=None)
@@ -80,7 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="experiments (default: all paper)")
     ap.add_argument("--limit", type=int, default=2)
     ap.add_argument("--max-cells", type=int, default=None, help="per experiment (debugging)")
+    ap.add_argument("--cell", default=None,
+                    help="only cells whose overrides match this regex (e.g. 'dataset=nq-open')")
+    ap.add_argument("--real", action="store_true",
+                    help="real embedded models where the family has one (rehearsal.real_models)")
     args = ap.parse_args(argv)
+    if args.real:
+        return main_real(args)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     log.setLevel(logging.INFO)
     out = results_dir() / "rehearsal"
@@ -89,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.time()
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for exp in args.only or paper_experiments():
-            for cell in cells_of(exp)[: args.max_cells]:
+            for cell in selected_cells(exp, args.cell, args.max_cells):
                 results.append(run_cell(exp, cell, extra))
                 r = results[-1]
                 log.info("%-6s %5.1fs %s %s %s", r.status, r.seconds, exp, r.cell, r.error)
@@ -102,6 +146,34 @@ def main(argv: list[str] | None = None) -> int:
         write_plan_example(out)
     failed = sum(r.status != "ok" for r in results)
     log.info("%d of %d cells ok; %s", len(results) - failed, len(results), out / "summary.md")
+    return 1 if failed else 0
+
+
+def selected_cells(experiment: str, pattern: str | None,
+                   max_cells: int | None) -> list[list[str]]:
+    """The experiment's cells whose override string matches `pattern`, at most `max_cells`."""
+    cells = [c for c in cells_of(experiment) if not pattern or re.search(pattern, " ".join(c))]
+    return cells[:max_cells]
+
+
+def main_real(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    extra = [f"limit={args.limit}", "overwrite=true"]
+    results: list[RealCellResult] = []
+    t0 = time.time()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for exp in args.only or paper_experiments():
+            for cell in selected_cells(exp, args.cell, args.max_cells):
+                results.append(run_real_cell(exp, cell, extra))
+                r = results[-1]
+                log.info("%-6s %6.1fs %s %s [%s] %s %s", r.status, r.seconds, exp, r.cell,
+                         r.model_used, r.flags, r.error)
+    out = results_dir() / "rehearsal"
+    write_real_summary(results, out, time.time() - t0)
+    failed = sum(r.status != "ok" for r in results)
+    log.info("%d of %d cells ok; %s", len(results) - failed, len(results),
+             out / "real_summary.md")
     return 1 if failed else 0
 
 

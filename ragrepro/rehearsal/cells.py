@@ -76,3 +76,58 @@ def write_summary(results: Sequence[CellResult], folder: Path, total_seconds: fl
         lines += ["", "## Failures", ""]
         lines += [f"- `{r.experiment}` `{r.cell}`: {r.error}" for r in failed]
     (folder / "summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+# -- real-model rehearsal (`make rehearse-real`) -------------------------------------------
+REAL_SUMMARY_FIELDS = ("experiment", "cell", "family", "model_used", "status", "flags",
+                       "seconds", "error")
+
+
+@dataclass
+class RealCellResult:
+    experiment: str
+    cell: str
+    family: str
+    model_used: str
+    status: str          # ok | failed
+    seconds: float
+    flags: str = ""      # flags_text of the row (conf/report/flags.yaml), "" when none
+    error: str = ""
+
+
+def flag_problem(metrics: Mapping[str, object] | None, real: bool,
+                 rules: Sequence | None = None) -> tuple[str, str]:
+    """(flags cell, why the cell fails or '') of a finished cell's metrics, by the rules of
+    conf/report/flags.yaml. Only a real model's flags fail a cell: a random stand-in runs
+    every generation to its (capped) budget by construction, so its flags say nothing."""
+    from ..report.flags import flags_text
+
+    text = flags_text(dict(metrics or {}), rules)
+    return text, (f"flagged: {text}" if text and real else "")
+
+
+def write_real_summary(results: Sequence[RealCellResult], folder: Path,
+                       total_seconds: float) -> None:
+    """real_summary.csv (one row per cell) and real_summary.md (counts, failures, flags)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "real_summary.csv", "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(REAL_SUMMARY_FIELDS)
+        for r in results:
+            w.writerow([r.experiment, r.cell, r.family, r.model_used, r.status, r.flags,
+                        f"{r.seconds:.1f}", r.error])
+    real = [r for r in results if not r.model_used.startswith(("stand-in", "no model"))]
+    ok = sum(r.status == "ok" for r in results)
+    lines = ["# Real-model rehearsal summary (embedded real models on fixture data, two "
+             "examples: diagnostics, not results)", "",
+             f"{ok} of {len(results)} cells ok, {len(results) - ok} failed; {len(real)} ran a "
+             f"real model; {total_seconds:.0f} s in all.", "",
+             "| experiment | cell | family | model used | status | flags | seconds |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r.experiment} | {r.cell or '(single)'} | {r.family or '-'} | {r.model_used} "
+              f"| {r.status} | {r.flags or '-'} | {r.seconds:.1f} |" for r in results]
+    failed = [r for r in results if r.status != "ok"]
+    if failed:
+        lines += ["", "## Failures", ""]
+        lines += [f"- `{r.experiment}` `{r.cell}`: {r.error}" for r in failed]
+    (folder / "real_summary.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

@@ -8,6 +8,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from .fixtures import PILE
+from .real import real_overrides
 
 
 def location_overrides(cfg: DictConfig, root: Path) -> dict[str, object]:
@@ -84,14 +85,21 @@ def apply(cfg: DictConfig, root: Path, results: Path) -> None:
     caps = training_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.train_steps", default=2)),
                          int(OmegaConf.select(cfg, "rehearsal.train_examples", default=32)),
                          int(OmegaConf.select(cfg, "rehearsal.train_batch_size", default=4)))
-    gen_caps = generation_caps(cfg, int(OmegaConf.select(cfg, "rehearsal.max_new_tokens",
-                                                         default=16)))
+    # Real mode (rehearsal.real_models, ragrepro/rehearsal/real.py): a cell whose family has
+    # an embedded member loads it, and its budgets stay as configured: the point is to see
+    # whether real generations end inside them. Stand-in cells keep the cap.
+    real_mode = bool(OmegaConf.select(cfg, "rehearsal.real_models", default=False))
+    swap = real_overrides(cfg) if real_mode else {}
+    gen_caps = {} if swap else generation_caps(
+        cfg, int(OmegaConf.select(cfg, "rehearsal.max_new_tokens", default=16)))
     changes: dict[str, object] = {**location_overrides(cfg, root), **standin_names(cfg),
-                                  **caps, "device": "cpu", **gen_caps}
+                                  **caps, "device": "cpu", **gen_caps, **swap}
     if uncapped(cfg, gen_caps):
         changes["rehearsal.uncapped"] = uncapped(cfg, gen_caps)
     if not cfg.get("results_dir"):
-        changes["results_dir"] = str(results / "rehearsal")
+        # real-mode rows are kept apart from the stand-in rows `make rehearse` tabulates
+        folder = results / "rehearsal"
+        changes["results_dir"] = str(folder / "real" if real_mode else folder)
     with open_dict(cfg):
         for key, value in changes.items():
             OmegaConf.update(cfg, key, value, force_add=True)
