@@ -87,7 +87,7 @@ def run_real_cell(experiment: str, cell: list[str], extra: list[str]) -> RealCel
         log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())
         status, error = "failed", first_line(e)
     return RealCellResult(experiment, " ".join(cell), family, used, status,
-                          time.time() - started, flags, error)
+                          time.time() - started, flags, error, real)
 
 
 def cells_of(experiment: str) -> list[list[str]]:

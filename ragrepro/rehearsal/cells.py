@@ -93,6 +93,7 @@ class RealCellResult:
     seconds: float
     flags: str = ""      # flags_text of the row (conf/report/flags.yaml), "" when none
     error: str = ""
+    real: bool = False   # the family's real member ran (not a stand-in, not a local model)
 
 
 def flag_problem(metrics: Mapping[str, object] | None, real: bool,
@@ -116,12 +117,13 @@ def write_real_summary(results: Sequence[RealCellResult], folder: Path,
         for r in results:
             w.writerow([r.experiment, r.cell, r.family, r.model_used, r.status, r.flags,
                         f"{r.seconds:.1f}", r.error])
-    real = [r for r in results if not r.model_used.startswith(("stand-in", "no model"))]
+    real = [r for r in results if r.real]
     ok = sum(r.status == "ok" for r in results)
-    lines = ["# Real-model rehearsal summary (embedded real models on fixture data, two "
-             "examples: diagnostics, not results)", "",
-             f"{ok} of {len(results)} cells ok, {len(results) - ok} failed; {len(real)} ran a "
-             f"real model; {total_seconds:.0f} s in all.", "",
+    title = ("# Real-model rehearsal summary (embedded real models on fixture data, two "
+             "examples: diagnostics, not results)")
+    counts = (f"{ok} of {len(results)} cells ok, {len(results) - ok} failed; {len(real)} ran a "
+              f"real model; {total_seconds:.0f} s in all.")
+    lines = [title, "", counts, "",
              "| experiment | cell | family | model used | status | flags | seconds |",
              "|---|---|---|---|---|---|---|"]
     lines += [f"| {r.experiment} | {r.cell or '(single)'} | {r.family or '-'} | {r.model_used} "

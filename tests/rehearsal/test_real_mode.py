@@ -12,8 +12,13 @@ from ragrepro.rehearsal.cells import RealCellResult, flag_problem, write_real_su
 from ragrepro.rehearsal.config import apply
 from ragrepro.report.flags import load_rules
 
-installed = lambda member: True  # noqa: E731
-missing = lambda member: False  # noqa: E731
+
+def installed(member: str) -> bool:
+    return True
+
+
+def missing(member: str) -> bool:
+    return False
 
 
 def _compose(*overrides):
@@ -98,7 +103,7 @@ def test_run_real_cell_fails_a_flagged_cell_from_a_fake_pipeline_result(monkeypa
 def test_real_summary_lists_every_cell_with_its_model_and_flags(tmp_path):
     rows = [RealCellResult("riches/paper/main", "dataset=nq-open", "LlamaForCausalLM",
                            "smollm2-135m", "failed", 12.0, "length 100%",
-                           "flagged: length 100%"),
+                           "flagged: length 100%", real=True),
             RealCellResult("ralm/paper/fig3", "model=gpt2", "GPT2LMHeadModel",
                            real.STANDIN_NO_MEMBER, "ok", 1.0)]
     write_real_summary(rows, tmp_path, 13.0)
