@@ -280,7 +280,12 @@ def dense_index_plans(cfg: DictConfig, tflops: float = TFLOPS) -> list[IndexPlan
                      0.0, hours, f"encoding {tokens:.0f} tokens/passage at {tflops:.0f} TFLOP/s; "
                      f"kept as .npy shards")]
     for kind in (chosen, *[t for t in TYPES if t != chosen]):
-        spec = resolve_spec(raw if kind == chosen else {"type": kind}, n, dim)
+        try:
+            spec = resolve_spec(raw if kind == chosen else {"type": kind}, n, dim)
+        except ConfigError:
+            if kind == chosen:
+                raise  # the cell's own index: its refusal is the user's to see
+            continue  # an alternative this corpus cannot train: not shown
         gb = spec_bytes(spec, n, dim) / GB
         train = int(spec.train_size or 0) * dim * 4 / GB
         rate = CPU_INDEX_GFLOPS * 1e9 if kind == "hnsw" else tflops * 1e12

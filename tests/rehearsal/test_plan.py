@@ -149,3 +149,10 @@ def test_cells_that_never_search_the_retriever_need_no_retriever_index():
     assert not any("FAISS" in i.what for i in riches.indexes)
     assert any("FAISS flat" in i.what for i in reader.indexes)
     assert not any("RICHES" in i.what for i in reader.indexes)  # only RICHES decodes keys
+
+
+def test_a_dense_index_the_corpus_cannot_train_is_refused_by_the_plan():
+    cfg = _cfg("experiment=ralm/paper/fig9", "retriever.faiss.type=ivfpq",
+               "retriever.faiss.nlist=1000000")
+    with pytest.raises(ConfigError, match="nlist <= 538854"):  # 21,015,324 // 39
+        plan.plan_cell(cfg, "", 80.0, 1)
