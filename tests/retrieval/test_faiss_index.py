@@ -72,6 +72,7 @@ def test_size_formulas_by_hand():
     assert fi.hnsw_bytes(1_000, 384, 32) == pytest.approx(1_808_129.0, abs=1)
     # k-means: 2 x 1000 points x 16 centroids x 64 dims x 25 iterations
     assert fi.kmeans_flops(1_000, 16, 64) == 51_200_000
+    assert fi.hnsw_build_flops(1_000, 64, 80, 32) == 4 * 1_000 * 64 * 80 * 32
     assert fi.ivfpq_build_flops(1_000, 64, 16, 8, 1_000) == \
         51_200_000 + 819_200_000 + 2 * 1_000 * 64 * (16 + 256)
 
@@ -224,3 +225,13 @@ def test_rows_name_the_configured_index():
     assert base_settings(dense)["faiss_index"] == \
         "hnsw(hnsw_m=32,ef_construction=80,ef_search=128)"
     assert "faiss_index" not in base_settings(bm25)
+
+
+def test_recall_at_k_by_hand():
+    from benchmarks.ann_recall import recall_at
+
+    exact = np.array([[1, 2, 3, 4], [5, 6, 7, 8]])
+    approx = np.array([[1, 3, 9, -1], [6, 5, 7, 8]])
+    assert recall_at(approx, exact, 1) == 0.5            # query 0 has the same first hit
+    assert recall_at(approx, exact, 2) == 0.75           # {1} of {1,2}; {5,6} of {5,6}: (1+2)/4
+    assert recall_at(approx, exact, 4) == (2 + 4) / 8    # -1 (no hit) never counts
