@@ -74,10 +74,10 @@ class TrainSettings:
     """`filco.train.*`: fine-tuning settings shared by every model (`common`, every key of
     TrainConfig but the seed) and per role (`ctx`, `gen`, `psg`: keys that replace common's)."""
 
-    common: Mapping[str, Any]
-    ctx: Mapping[str, Any]
-    gen: Mapping[str, Any]
-    psg: Mapping[str, Any]
+    common: Mapping[str, Any] = field(metadata=limits(schema=TrainConfig))
+    ctx: Mapping[str, Any] = field(metadata=limits(schema=TrainConfig))
+    gen: Mapping[str, Any] = field(metadata=limits(schema=TrainConfig))
+    psg: Mapping[str, Any] = field(metadata=limits(schema=TrainConfig))
 
     def __post_init__(self) -> None:
         missing = set(TRAIN_KEYS) - set(self.common)

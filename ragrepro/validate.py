@@ -39,7 +39,8 @@ HYDRA_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_a
 class Range:
     """What a field allows beyond its type: numeric bounds (`min`, `max` inclusive, `above`
     exclusive), the words a field that takes a string may be, a regular expression for
-    strings, and `says`: the message's wording, where the default one would be unclear."""
+    strings, `says`: the message's wording, where the default one would be unclear, and
+    `schema`: for a mapping field, the dataclass whose fields its keys are (all optional)."""
 
     min: float | None = None
     max: float | None = None
@@ -47,6 +48,7 @@ class Range:
     choices: tuple[str, ...] | None = None
     pattern: str | None = None
     says: str | None = None
+    schema: type | None = None
 
     def bound(self) -> str:
         """'>= 1', '> 0', 'in 0..1', or '' when the numbers are unbounded."""
@@ -69,9 +71,11 @@ def _num(x: float) -> str:
 
 def limits(min: float | None = None, max: float | None = None,
            above: float | None = None, choices: Sequence[str] | None = None,
-           pattern: str | None = None, says: str | None = None) -> dict[str, Range]:
+           pattern: str | None = None, says: str | None = None,
+           schema: type | None = None) -> dict[str, Range]:
     """Field metadata: `x: int = field(metadata=limits(min=1))`."""
-    return {RANGE: Range(min, max, above, tuple(choices) if choices else None, pattern, says)}
+    return {RANGE: Range(min, max, above, tuple(choices) if choices else None, pattern, says,
+                         schema)}
 
 
 # -- the root keys of conf/config.yaml (core settings; methods declare their own) ---------------
@@ -231,7 +235,11 @@ def node_errors(prefix: str, node: Mapping[str, Any], cls: type,
             if "_target_" not in value:  # a node with its own target is checked on its own
                 yield from node_errors(f"{prefix}{name}.", value, nested)
             continue
-        error = value_error(prefix + name, value, hints[name], f.metadata.get(RANGE))
+        rng = f.metadata.get(RANGE)
+        if rng is not None and rng.schema is not None and isinstance(value, Mapping):
+            yield from node_errors(f"{prefix}{name}.", value, rng.schema, partial=True)
+            continue
+        error = value_error(prefix + name, value, hints[name], rng)
         if error:
             yield error
 

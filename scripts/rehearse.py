@@ -46,11 +46,13 @@ def paper_experiments(conf_dir: Path = CONF_DIR) -> list[str]:
 def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
     from ragrepro.configcheck import check_config
     from ragrepro.runner import execute
+    from ragrepro.validate import check_values
 
     started = time.time()
     try:
         cfg = compose("config", overrides=[f"experiment={experiment}", "rehearsal=cpu",
                                            "wandb.mode=disabled", *cell, *extra])
+        check_values(cfg)  # as the CLI does: types and ranges first
         check_config(cfg)
         metrics = execute(cfg)
         rerank = OmegaConf.select(cfg, "ralm.rerank", default=None)
@@ -68,6 +70,7 @@ def run_real_cell(experiment: str, cell: list[str], extra: list[str]) -> RealCel
     from ragrepro.configcheck import check_config
     from ragrepro.rehearsal.real import choose, member_installed
     from ragrepro.runner import execute
+    from ragrepro.validate import check_values
 
     started = time.time()
     family, used, real, flags = "", "?", False, ""
@@ -77,6 +80,7 @@ def run_real_cell(experiment: str, cell: list[str], extra: list[str]) -> RealCel
                                            *cell, *extra])
         choice = choose(OmegaConf.select(cfg, "model.source", default=None), member_installed)
         family, used, real = choice.family, choice.used, choice.real
+        check_values(cfg)  # as the CLI does: types and ranges first
         check_config(cfg)
         metrics = execute(cfg)
         flags, error = flag_problem(metrics, real)

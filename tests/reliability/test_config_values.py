@@ -208,3 +208,17 @@ def test_quiet_loaders_keeps_a_level_the_user_set():
         assert logger.level == logging.DEBUG
     finally:
         logger.setLevel(before)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("filco.train.common.lr", "abc", "filco.train.common.lr='abc' must be a number."),
+    ("filco.train.gen.max_steps", 2.5, "filco.train.gen.max_steps=2.5 must be an integer, or null."),
+    ("filco.train.common.lora", "maybe", "filco.train.common.lora='maybe' must be true or false."),
+])
+def test_training_keys_are_checked_against_their_schema(composed, key, value, message):
+    """filco.train.{common,ctx,gen,psg} are mappings whose keys are filco.train.TrainConfig's
+    (declared with limits(schema=...)): their types are checked too."""
+    cfg = copy.deepcopy(composed["filco/fig4"])
+    OmegaConf.update(cfg, key, value, force_add=True)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        check_values(cfg)
