@@ -30,6 +30,8 @@ from ragrepro.rehearsal.cells import (
     coverage_problem,
     first_line,
     flag_problem,
+    merge_real,
+    read_real_summary,
     sweep_cells,
     write_real_summary,
     write_summary,
@@ -126,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only cells whose overrides match this regex (e.g. 'dataset=nq-open')")
     ap.add_argument("--real", action="store_true",
                     help="real embedded models where the family has one (rehearsal.real_models)")
+    ap.add_argument("--append", action="store_true",
+                    help="--real: merge into the existing real_summary (same cell: replaced)")
     args = ap.parse_args(argv)
     if args.real:
         return main_real(args)
@@ -174,7 +178,10 @@ def main_real(args: argparse.Namespace) -> int:
                 log.info("%-6s %6.1fs %s %s [%s] %s %s", r.status, r.seconds, exp, r.cell,
                          r.model_used, r.flags, r.error)
     out = results_dir() / "rehearsal"
-    write_real_summary(results, out, time.time() - t0)
+    if args.append:
+        results = merge_real(read_real_summary(out / "real_summary.csv"), results)
+    write_real_summary(results, out, sum(r.seconds for r in results) if args.append
+                       else time.time() - t0)
     failed = sum(r.status != "ok" for r in results)
     log.info("%d of %d cells ok; %s", len(results) - failed, len(results),
              out / "real_summary.md")

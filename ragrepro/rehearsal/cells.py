@@ -107,6 +107,27 @@ def flag_problem(metrics: Mapping[str, object] | None, real: bool,
     return text, (f"flagged: {text}" if text and real else "")
 
 
+def merge_real(earlier: Sequence[RealCellResult],
+               later: Sequence[RealCellResult]) -> list[RealCellResult]:
+    """Pure: earlier rows, each replaced by a later row of the same (experiment, cell), then
+    the later rows that are new (`--append`: a summary built over several runs)."""
+    new = {(r.experiment, r.cell): r for r in later}
+    kept = [new.pop((r.experiment, r.cell), r) for r in earlier]
+    return kept + list(new.values())
+
+
+def read_real_summary(path: Path) -> list[RealCellResult]:
+    """The rows of a real_summary.csv ([] when there is none)."""
+    if not path.exists():
+        return []
+    with open(path, encoding="utf-8", newline="") as f:
+        return [RealCellResult(r["experiment"], r["cell"], r["family"], r["model_used"],
+                               r["status"], float(r["seconds"]), r["flags"], r["error"],
+                               # a family with a model that is no stand-in: the member ran
+                               bool(r["family"]) and not r["model_used"].startswith("stand-in"))
+                for r in csv.DictReader(f)]
+
+
 def write_real_summary(results: Sequence[RealCellResult], folder: Path,
                        total_seconds: float) -> None:
     """real_summary.csv (one row per cell) and real_summary.md (counts, failures, flags)."""

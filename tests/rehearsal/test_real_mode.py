@@ -8,7 +8,13 @@ from hydra import compose, initialize_config_dir
 
 from ragrepro.paths import CONF_DIR
 from ragrepro.rehearsal import real
-from ragrepro.rehearsal.cells import RealCellResult, flag_problem, write_real_summary
+from ragrepro.rehearsal.cells import (
+    RealCellResult,
+    flag_problem,
+    merge_real,
+    read_real_summary,
+    write_real_summary,
+)
 from ragrepro.rehearsal.config import apply
 from ragrepro.report.flags import load_rules
 
@@ -122,3 +128,21 @@ def test_a_t5_cell_keeps_its_stand_in(cell, tmp_path, monkeypatch):
     cfg = _compose("experiment=filco/paper/table4", "rehearsal=cpu",
                    "rehearsal.real_models=true", *cell)
     assert real.real_overrides(cfg) == {}
+
+
+def test_append_replaces_a_rerun_cell_and_keeps_the_others(tmp_path):
+    a = RealCellResult("riches/paper/main", "dataset=nq-open", "LlamaForCausalLM",
+                       "smollm2-135m", "failed", 10.0, "length 50%", "flagged: length 50%",
+                       real=True)
+    b = RealCellResult("ralm/paper/fig3", "model=gpt2", "GPT2LMHeadModel",
+                       real.STANDIN_NO_MEMBER, "ok", 1.0)
+    write_real_summary([a, b], tmp_path, 11.0)
+    earlier = read_real_summary(tmp_path / "real_summary.csv")
+    assert [r.real for r in earlier] == [True, False] and earlier[0].seconds == 10.0
+    rerun = RealCellResult(a.experiment, a.cell, a.family, a.model_used, "ok", 12.0, real=True)
+    new = RealCellResult("ralm/paper/fig8", "qa.num_docs=0", "LlamaForCausalLM",
+                         "smollm2-135m", "ok", 3.0, real=True)
+    merged = merge_real(earlier, [rerun, new])
+    assert [(r.experiment, r.status, r.seconds) for r in merged] == [
+        ("riches/paper/main", "ok", 12.0), ("ralm/paper/fig3", "ok", 1.0),
+        ("ralm/paper/fig8", "ok", 3.0)]
