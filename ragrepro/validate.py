@@ -215,12 +215,14 @@ def _required(f: Field) -> bool:
     return f.default is MISSING and f.default_factory is MISSING
 
 
-def node_errors(prefix: str, node: Mapping[str, Any], cls: type,
-                partial: bool = False) -> Iterator[str]:
-    """Every refused key of one settings node (resolved to plain values) under `cls`."""
+def node_errors(prefix: str, node: Mapping[str, Any], cls: type, partial: bool = False,
+                strict: bool = True) -> Iterator[str]:
+    """Every refused key of one settings node (resolved to plain values) under `cls`.
+    `partial`: missing fields are fine; not `strict`: so are unknown keys (the root and its
+    plain nodes, e.g. wandb.* options handed to W&B as they are)."""
     hints = _hints(cls)
     by_name = {f.name: f for f in fields(cls)}
-    for key in node:
+    for key in node if strict else ():
         if key not in by_name and key not in HYDRA_KEYS:
             yield (f"{prefix}{key} is not a setting of {cls.__name__}."
                    f"{did_you_mean(str(key), by_name)} Its settings: {', '.join(by_name)}.")
@@ -233,7 +235,7 @@ def node_errors(prefix: str, node: Mapping[str, Any], cls: type,
         nested = next((k for k in _kinds(hints[name]) if is_dataclass(k)), None)
         if nested is not None and isinstance(value, Mapping):
             if "_target_" not in value:  # a node with its own target is checked on its own
-                yield from node_errors(f"{prefix}{name}.", value, nested)
+                yield from node_errors(f"{prefix}{name}.", value, nested, partial, strict)
             continue
         rng = f.metadata.get(RANGE)
         if rng is not None and rng.schema is not None and isinstance(value, Mapping):
@@ -331,7 +333,7 @@ def _plain(node: DictConfig) -> dict[str, Any]:
 
 def config_errors(cfg: DictConfig) -> list[str]:
     """Every refused value of a composed config: root keys, then each settings node."""
-    errors = list(node_errors("", _plain_root(cfg), RootKeys, partial=True))
+    errors = list(node_errors("", _plain_root(cfg), RootKeys, partial=True, strict=False))
     for path, node, cls in settings_nodes(cfg):
         errors += node_errors(f"{path}.", _plain(node), cls,
                               partial=bool(node.get("_partial_", False)))

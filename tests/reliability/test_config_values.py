@@ -222,3 +222,15 @@ def test_training_keys_are_checked_against_their_schema(composed, key, value, me
     OmegaConf.update(cfg, key, value, force_add=True)
     with pytest.raises(ConfigError, match=re.escape(message)):
         check_values(cfg)
+
+
+def test_root_nodes_keep_their_free_form_keys(composed):
+    """wandb.* options go to W&B as they are (test_safety passes +wandb.api_key): only the
+    declared root keys are checked, unknown ones are left alone."""
+    cfg = copy.deepcopy(composed["ralm/table1"])
+    OmegaConf.update(cfg, "wandb.notes", "first try", force_add=True)
+    OmegaConf.update(cfg, "resources.partition", "gpu", force_add=True)
+    assert config_errors(cfg) == []
+    OmegaConf.update(cfg, "wandb.mode", "sometimes")
+    assert config_errors(cfg) == [
+        "wandb.mode='sometimes' must be one of online, offline, disabled, auto."]
