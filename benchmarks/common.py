@@ -108,3 +108,16 @@ def wiki_vital_bm25() -> tuple[Any, Any]:
 
     corpus = build_corpus(group_config("corpus", "wiki-vital"))
     return corpus, build_retriever(group_config("retriever", "bm25"), corpus)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (/proc/cpuinfo), else the platform's word for it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or "unknown"

@@ -38,7 +38,7 @@ import torch
 from ragrepro.models.archs import ARCHS
 from ragrepro.paths import results_dir
 
-from .common import BenchResult, load_average, markdown_table
+from .common import BenchResult, cpu_model, load_average, markdown_table
 
 log = logging.getLogger(__name__)
 
@@ -394,13 +394,7 @@ def _free(device: str) -> None:
 def device_name(device: str) -> str:
     if device.startswith("cuda"):
         return torch.cuda.get_device_name(torch.device(device))
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
+    return cpu_model()
 
 
 def resolve(device: str, size: str) -> tuple[str, Plan]:

@@ -20,7 +20,6 @@ import re
 import time
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 
 from ragrepro.io import atomic_write_text
 from ragrepro.metadata import git_state, machine, package_versions
@@ -28,6 +27,7 @@ from ragrepro.paths import results_dir
 
 from .common import (
     BenchResult,
+    cpu_model,
     load_average,
     matmul_peak_gflops,
     write_csv,
@@ -61,7 +61,7 @@ def run_benchmark(name: str) -> BenchResult:
 def _machine_lines() -> list[str]:
     info = machine()
     lines = [f"- {k}: {v}" for k, v in info.items()]
-    lines.append(f"- cpu: {_cpu_model()}")
+    lines.append(f"- cpu: {cpu_model()}")
     lines.append(f"- load average at start (1 min): {load_average():.1f}")
     lines.append(f"- measured matmul peak: float32 {matmul_peak_gflops('float32'):.0f} GFLOP/s, "
                  f"bfloat16 {matmul_peak_gflops('bfloat16'):.0f} GFLOP/s (1024x1024)")
@@ -69,17 +69,6 @@ def _machine_lines() -> list[str]:
     lines += [f"- {k} {v}" for k, v in sorted(package_versions().items())]
     return lines
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown"
 
 
 def section(result: BenchResult, seconds: float) -> list[str]:

@@ -18,7 +18,9 @@ import re
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
@@ -133,18 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.real:
         return main_real(args)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    log.setLevel(logging.INFO)
     out = results_dir() / "rehearsal"
-    extra = [f"limit={args.limit}", "overwrite=true"]
-    results: list[CellResult] = []
     t0 = time.time()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for exp in args.only or paper_experiments():
-            for cell in selected_cells(exp, args.cell, args.max_cells):
-                results.append(run_cell(exp, cell, extra))
-                r = results[-1]
-                log.info("%-6s %5.1fs %s %s %s", r.status, r.seconds, exp, r.cell, r.error)
+    results: list[CellResult] = run_selected(
+        args, run_cell, lambda r: f"{r.status:<6} {r.seconds:5.1f}s {r.experiment} {r.cell} "
+                                  f"{r.error}")
     try:
         build_tables(out)
     except Exception as e:  # noqa: BLE001 - a table failure is a failed rehearsal too
@@ -157,6 +152,21 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if failed else 0
 
 
+def run_selected(args: argparse.Namespace, run: Callable[[str, list[str], list[str]], Any],
+                 describe: Callable[[Any], str]) -> list[Any]:
+    """Every selected cell of every selected experiment through `run`, logged as it ends."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    log.setLevel(logging.INFO)
+    extra = [f"limit={args.limit}", "overwrite=true"]
+    results = []
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        for exp in args.only or paper_experiments():
+            for cell in selected_cells(exp, args.cell, args.max_cells):
+                results.append(run(exp, cell, extra))
+                log.info("%s", describe(results[-1]))
+    return results
+
+
 def selected_cells(experiment: str, pattern: str | None,
                    max_cells: int | None) -> list[list[str]]:
     """The experiment's cells whose override string matches `pattern`, at most `max_cells`."""
@@ -165,18 +175,10 @@ def selected_cells(experiment: str, pattern: str | None,
 
 
 def main_real(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    log.setLevel(logging.INFO)
-    extra = [f"limit={args.limit}", "overwrite=true"]
-    results: list[RealCellResult] = []
     t0 = time.time()
-    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
-        for exp in args.only or paper_experiments():
-            for cell in selected_cells(exp, args.cell, args.max_cells):
-                results.append(run_real_cell(exp, cell, extra))
-                r = results[-1]
-                log.info("%-6s %6.1fs %s %s [%s] %s %s", r.status, r.seconds, exp, r.cell,
-                         r.model_used, r.flags, r.error)
+    results: list[RealCellResult] = run_selected(
+        args, run_real_cell, lambda r: f"{r.status:<6} {r.seconds:6.1f}s {r.experiment} "
+                                       f"{r.cell} [{r.model_used}] {r.flags} {r.error}")
     out = results_dir() / "rehearsal"
     if args.append:
         results = merge_real(read_real_summary(out / "real_summary.csv"), results)
