@@ -56,17 +56,19 @@ def test_dashboard_in_chromium(results, browser):
     assert b.eval("document.querySelector('#sec-ralm-table1 details.not-run-rows').open") \
         is False
 
-    # The full table (one click away) holds our number, n, the paper's, the difference
-    # and both gains.
+    # The full table (one click away) holds our number, n, the paper's, the difference, the
+    # reproduction verdict (demo rows are mini scale: never comparable) and both gains.
     for sec in ("ralm-table1", "filco-table5"):
         b.eval(f"document.querySelector('#sec-{sec} details.all-rows').open = true")
     rows = {r[0]: r for r in _cells(b, "#table-ralm-table1 tbody tr")}
     assert len(rows) == 80
-    assert rows["GPT-2 S, BM25, zero-shot · WT-103"][1:7] == [
-        "28.00 [no CI]", "", "28.6", "-0.60", "-30.0% [no CI]", "-23.7%"]
+    assert rows["GPT-2 S, BM25, zero-shot · WT-103"][1:8] == [
+        "28.00 [no CI]", "", "28.6", "-0.60", "not comparable: scale=mini vs paper (+5 more)",
+        "-30.0% [no CI]", "-23.7%"]
     assert rows["GPT-2 M, BM25, - · WT-103"][1:4] == ["not run", "", "21.5"]
     filco = {r[0]: r for r in _cells(b, "#table-filco-table5 tbody tr")}
-    assert filco["FilCo, top-5 · NQ"][1:7] == ["52.00 [no CI]", "", "61.8", "-9.80",
+    assert filco["FilCo, top-5 · NQ"][1:8] == ["52.00 [no CI]", "", "61.8", "-9.80",
+                                               "not comparable: scale=mini vs paper (+4 more)",
                                                "+30.0% [no CI]", "+29.8%"]
 
     # The runs table shows each run's metrics; sorting by ppl_word orders them.
