@@ -217,6 +217,15 @@ def with_flags(table: Table, rows: Sequence[Row], spec: dict[str, Any]) -> Table
     return [*header, "flags"], [[*line, c or ""] for line, c in zip(body, cells)]
 
 
+def shown_path(path: Path) -> str:
+    """A path as a committed table names it: relative to the working directory (the
+    repository) when under it, so no machine's folder ends up in a committed file."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
 def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
     """<root>/<prefix>/<exp>_table.md and .csv from <exp>.csv and its run folders."""
     exp = spec["name"].split("/")[-1]
@@ -234,7 +243,7 @@ def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
     vcells = verdict_cells(spec)
     verdict = f"{verdict_line(vcells)}\n\n" if vcells else ""
     md = (f"## {spec['title']}\n\n{note}\n\n{stats}\n\n{markdown_table(header, body)}\n\n"
-          f"{verdict}{paper_markdown(spec, paper)}\n\nSource: {src}\n")
+          f"{verdict}{paper_markdown(spec, paper)}\n\nSource: {shown_path(src)}\n")
     out = root / prefix / f"{exp}_table.md"
     atomic_write_text(out, md)
     atomic_write_text(out.with_suffix(".csv"), csv_text(header, body))

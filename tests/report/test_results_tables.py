@@ -124,3 +124,12 @@ def test_time_line_sums_the_stage_timings() -> None:
             {"model": "m", "rerank": "first", "wall_s": 90.4}]
     assert time_line(rows, "rerank") == ("Time per cell (s, sum of the run's stage timings): "
                                          "m none 30; m first 90; total 2.0 min.")
+
+
+def test_committed_tables_name_their_source_relative_to_the_repository(tmp_path, monkeypatch):
+    from ragrepro.report.pivot import shown_path
+
+    monkeypatch.chdir(tmp_path)
+    assert shown_path(tmp_path / "results" / "filco" / "fig4.csv") == "results/filco/fig4.csv"
+    outside = tmp_path.parent / "elsewhere" / "fig4.csv"
+    assert shown_path(outside) == str(outside)
