@@ -139,17 +139,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     lock = None if rehearsing else locks.find_lock(cfg.get("lock_file", None))
     allow = bool(cfg.get("allow_unlocked", False))
     if run.is_finished() and not cfg.get("overwrite", False):
-        log.info("Run %s/%s is already finished: skipping (set overwrite=true to redo). "
-                 "Results: %s", experiment, run.run_id, run.final_dir)
-        import json
-
-        finished = json.loads((run.final_dir / "metrics.json").read_text())
-        announce_reuse(f"{experiment}/{run.run_id}", finished.get("metadata") or {}, code)
-        done = finished.get("settings") or {}
-        announce_device_reuse(f"{experiment}/{run.run_id}", done, device)
-        if lock is not None:
-            locks.enforce(locks.recorded_pins(done, locks.pins_of(resolved)), lock, allow)
-        return finished["metrics"]
+        return _reuse_finished(run, resolved, code, device, lock, allow)
     pins = locks.pins_of(resolved)
     locks.enforce(pins, lock, allow)  # a cached revision other than the lock's: refused here
     pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
@@ -179,8 +169,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
                     **result.settings}
         metadata = {**code, "code_versions_mixed": mixed(run.code_versions),
                     "packages": package_versions(), "machine": machine(),
-                    "started_at": started, "wandb_mode": mirror.mode, "wandb_url": mirror.url,
-                    "wandb_group": wandb_cfg["group"],
+                    "started_at": started, **_wandb_metadata(mirror, wandb_cfg),
                     "pins": {p.entry: p.resolved for p in pins},
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)
@@ -191,6 +180,29 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         return result.metrics
     finally:
         mirror.finish(failed=failed)
+
+
+def _reuse_finished(run: Run, resolved: dict[str, Any], code: dict[str, Any], device: str,
+                    lock: Any, allow: bool) -> dict[str, Any]:
+    """A finished run's metrics, announced (other code, another device type) and checked
+    against the lock file when one is in force."""
+    import json
+
+    name = f"{run.experiment}/{run.run_id}"
+    log.info("Run %s is already finished: skipping (set overwrite=true to redo). Results: %s",
+             name, run.final_dir)
+    finished = json.loads((run.final_dir / "metrics.json").read_text())
+    announce_reuse(name, finished.get("metadata") or {}, code)
+    done = finished.get("settings") or {}
+    announce_device_reuse(name, done, device)
+    if lock is not None:
+        locks.enforce(locks.recorded_pins(done, locks.pins_of(resolved)), lock, allow)
+    return finished["metrics"]
+
+
+def _wandb_metadata(mirror: WandbMirror, wandb_cfg: dict[str, Any]) -> dict[str, Any]:
+    return {"wandb_mode": mirror.mode, "wandb_url": mirror.url,
+            "wandb_group": wandb_cfg["group"]}
 
 
 def _enter_rehearsal(cfg: DictConfig) -> None:
