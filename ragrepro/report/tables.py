@@ -193,7 +193,6 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
     matching no cell is a row with no paper number. Nothing is dropped. shared: the paper
     table's own recorded settings, what a run with no paper cell is compared with."""
     spec_keys: dict[str, Any] = spec.get("keys") or {}
-    list(spec.get("pair_on") or [])
     baseline: dict[str, Any] = spec.get("baseline") or {}
     delta: dict[str, Any] = spec.get("delta") or {}
     average: dict[str, Any] = spec.get("average") or {}
@@ -235,21 +234,25 @@ def build_table(spec: dict[str, Any], cells: list[PaperNumber], runs: list[Any],
             continue
         if delta and _norm(run.derived.keys.get(delta["key"])) == _norm(delta.get("minus")):
             continue  # only ever a partner of a delta
-        candidates = metric_candidates(spec["metric"], run.derived.keys, None)
-        value, metric = run_value(run, candidates, infos)
-        note = comparability_note(run, None, {}, metric, infos)
-        rows.append(TableRow("(no paper cell)", "no paper number", dict(run.derived.keys),
-                             ours=value, metric=metric, settings=_show(run, show),
-                             note="; ".join(["the paper reports no number for these keys",
-                                             *note]),
-                             run_id=run.rec.run_id, experiment=run.rec.experiment,
-                             stats=value_stats(run.rec, metric,
-                                               metric_info(metric or "", infos).scale),
-                             flags=run_flags(run.rec),
-                             verdict=repro.row_verdict([], shared or {}, run.rec,
-                                                       lambda _m: (None, None)).text))
+        rows.append(_row_without_cell(run, spec, infos, show, shared or {}))
     label_shared_cells(rows, {r.rec.run_id: r.rec for r in wrapped})
     return rows
+
+
+def _row_without_cell(run: _Run, spec: dict[str, Any], infos: dict[str, MetricInfo],
+                      show: list[str], shared: dict[str, Any]) -> TableRow:
+    """A run that matches no paper cell: its number, compared with the table's settings."""
+    candidates = metric_candidates(spec["metric"], run.derived.keys, None)
+    value, metric = run_value(run, candidates, infos)
+    note = comparability_note(run, None, {}, metric, infos)
+    return TableRow("(no paper cell)", "no paper number", dict(run.derived.keys),
+                    ours=value, metric=metric, settings=_show(run, show),
+                    note="; ".join(["the paper reports no number for these keys", *note]),
+                    run_id=run.rec.run_id, experiment=run.rec.experiment,
+                    stats=value_stats(run.rec, metric, metric_info(metric or "", infos).scale),
+                    flags=run_flags(run.rec),
+                    verdict=repro.row_verdict([], shared, run.rec,
+                                              lambda _m: (None, None)).text)
 
 
 def _row_for_run(run: _Run, cell: PaperNumber, candidates: list[str], wrapped: list[_Run],
