@@ -74,3 +74,110 @@ def get_metric(name: str) -> Metric:
 
 def aggregate(name: str, values: Sequence[Any]) -> float:
     return get_metric(name).aggregate(values)
+
+
+# ------------------------------------------------------------------ what the report knows
+@dataclass(frozen=True)
+class MetricInfo:
+    """Everything the tables, plots, `compare` and the dashboard know of a metric column:
+    how it is shown next to the papers' numbers and which per-sample records resample it
+    for its interval (ragrepro.report.samples). The one place for these facts."""
+
+    name: str
+    label: str = ""
+    scale: float = 1.0              # our stored value * scale = the paper's unit
+    unit: str = ""
+    higher_is_better: bool = True
+    decimals: int = 1
+    same_as: str | None = None      # another column name for the very same metric
+    headline: bool = False          # the dashboard's runs table shows it first (this order)
+    # Resampling units: `field` (samples.jsonl, the field of the same name, one unit per
+    # question), `windows` (samples.jsonl window records, blocks of consecutive windows,
+    # `count` the metrics.json total of the counted unit), `ratio` (two per-sample fields,
+    # `ratio` = (numerator, denominator or None: per question)), `autoais` (autoais.jsonl,
+    # `record_field`, a missing score counting 0 as the pipeline does).
+    resample: str = "field"
+    count: str | None = None
+    ratio: tuple[str, str | None] | None = None
+    record_field: str | None = None
+
+    @property
+    def aggregation(self) -> str:
+        """How per-sample units make the number: a perplexity of summed NLL, else a mean."""
+        return "perplexity" if self.resample == "windows" else "mean"
+
+
+RESAMPLE_KINDS = ("field", "windows", "ratio", "autoais")
+INFOS: dict[str, MetricInfo] = {}
+
+
+def describe_metric(info: MetricInfo) -> MetricInfo:
+    """Register what the report knows of a metric (a plug-in adds its own metrics here)."""
+    if info.resample not in RESAMPLE_KINDS:
+        raise ValueError(f"metric {info.name!r}: resample must be one of {RESAMPLE_KINDS}, "
+                         f"not {info.resample!r}")
+    if info.name in INFOS:
+        raise ValueError(f"metric {info.name!r} described twice")
+    INFOS[info.name] = info
+    return info
+
+
+def metric_info(name: str) -> MetricInfo:
+    """The registered facts of `name`; an unknown column is shown unscaled under its name."""
+    return INFOS.get(name) or MetricInfo(name, label=name)
+
+
+def metric_infos() -> dict[str, MetricInfo]:
+    return dict(INFOS)
+
+
+def headline_metrics() -> tuple[str, ...]:
+    return tuple(n for n, i in INFOS.items() if i.headline)
+
+
+def _pct(name: str, label: str, **kw: Any) -> MetricInfo:
+    """A QA metric stored as a fraction 0..1 that the papers print in percent."""
+    return MetricInfo(name, label, scale=100, unit="%", **kw)
+
+
+for _info in (
+    MetricInfo("ppl_word", "word-level perplexity", higher_is_better=False, decimals=2,
+               headline=True, resample="windows", count="n_words"),
+    MetricInfo("ppl_token", "token-level perplexity", higher_is_better=False, decimals=2,
+               headline=True, resample="windows", count="n_tokens"),
+    _pct("em_squad", "exact match, SQuAD-normalised (%)", headline=True),
+    # ralm.qa writes em_squad under the official eval_qa.py name `em`.
+    _pct("em", "exact match, SQuAD-normalised (%)", same_as="em_squad"),
+    _pct("f1_squad", "token F1, SQuAD-normalised (%)", headline=True),
+    _pct("em_filco_code", "exact match, FilCo eval.py normalisation (%)", headline=True),
+    _pct("f1_char_filco_code", "character-level F1, FilCo eval.py (%)", headline=True),
+    _pct("accuracy", "accuracy (%)", headline=True),
+    _pct("has_answer", "answer string in prediction (%)", headline=True),
+    _pct("autoais", "AutoAIS (%)", headline=True, resample="autoais",
+         record_field="attributed"),
+    _pct("unigram_precision", "unigram precision (%)", headline=True),
+    _pct("recall_at_k", "recall of the top-k passages (%): answer string or gold article, "
+         "see recall_at_k_kind", headline=True),
+    MetricInfo("n_tokens", "scored tokens", unit="tokens", decimals=0),
+    MetricInfo("input_tokens", "input length (tokens)", unit="tokens", higher_is_better=False,
+               decimals=0),
+    MetricInfo("avg_input_tokens", "mean input length (tokens)", unit="tokens",
+               higher_is_better=False, decimals=0),
+    # Below: columns shown under their own name (no label the tables would print).
+    # The offline judge standing in for the T5 AutoAIS model, and the soft (NLI) scores.
+    MetricInfo("autoais_substitute", "autoais_substitute", resample="autoais",
+               record_field="attributed"),
+    MetricInfo("autoais_mean_score", "autoais_mean_score", resample="autoais",
+               record_field="nli_score"),
+    MetricInfo("autoais_substitute_mean_score",
+               "autoais_substitute_mean_score",
+               resample="autoais", record_field="nli_score"),
+    # ratios of two per-sample fields (RICHES decoding)
+    MetricInfo("keys_per_answer", "keys_per_answer", resample="ratio",
+               ratio=("n_keys", None)),
+    MetricInfo("verbatim_rate", "verbatim_rate",
+               resample="ratio", ratio=("keys_verbatim", "n_keys")),
+    MetricInfo("seconds_per_question", "seconds_per_question", higher_is_better=False,
+               resample="ratio", ratio=("seconds", None)),
+):
+    describe_metric(_info)

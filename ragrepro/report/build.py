@@ -32,7 +32,7 @@ class Report:
 def build_report(root: Path, spec_dir: Path = SPEC_DIR) -> Report:
     root = Path(root)
     runs = load_runs(root)
-    infos = load_metric_infos(spec_dir)
+    infos = load_metric_infos()
     out = root / "report"
     tables = [build_spec(spec, runs, infos, out) for spec in load_table_specs(spec_dir)]
     plots = []

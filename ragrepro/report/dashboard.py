@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..metrics.registry import headline_metrics
 from .compare import scalar_metrics
 from .dashboard_assets import CSS, JS
 from .flags import flags_text, has_diagnostics, merged_row
@@ -18,15 +19,10 @@ from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
 from .samples import interval_for
+from .spec import load_dashboard_spec
 from .tables import BuiltTable, render_html_table
 from .wandb_sync import OfflineRun
 
-KEY_SETTINGS = ("method", "scale", "model", "dataset", "split", "limit", "seed")
-SWEEP_SETTINGS = ("retriever", "rerank", "stride", "retrieval_stride", "query_len", "k",
-                  "num_docs", "top_k", "measure", "context", "key_type", "beam_size")
-METRIC_ORDER = ("ppl_word", "ppl_token", "em_squad", "f1_squad", "em_filco_code",
-                "f1_char_filco_code", "accuracy", "has_answer", "autoais", "unigram_precision",
-                "recall_at_k")
 ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s",
             "code_version", "code_id", "code_versions_mixed"}
 
@@ -61,14 +57,18 @@ def _metric_columns(runs: list[RunRecord]) -> list[str]:
         names = list(scalar_metrics(r.metrics)) if r.metrics else []
         seen += [m for m in names if m not in seen]
     if not any(r.metrics for r in runs):  # no metrics.json: take the known ones from the CSV
-        seen = [m for m in METRIC_ORDER if any(not is_missing(r.row.get(m)) for r in runs)]
-    order = {m: i for i, m in enumerate(METRIC_ORDER)}
+        seen = [m for m in headline_metrics()
+                if any(not is_missing(r.row.get(m)) for r in runs)]
+    order = {m: i for i, m in enumerate(headline_metrics())}
     return sorted(seen, key=lambda m: (order.get(m, len(order)), seen.index(m)))
 
 
 def _setting_columns(runs: list[RunRecord]) -> list[str]:
-    cols = [c for c in KEY_SETTINGS if any(not is_missing(r.get(c)) for r in runs)]
-    return cols + [c for c in SWEEP_SETTINGS if any(not is_missing(r.get(c)) for r in runs)]
+    """The settings of conf/report/dashboard.yaml (what a run is, then what sweeps vary)
+    that any run records."""
+    spec = load_dashboard_spec()
+    return [c for c in (*spec["key_settings"], *spec["sweep_settings"])
+            if any(not is_missing(r.get(c)) for r in runs)]
 
 
 def _td(value: Any) -> str:

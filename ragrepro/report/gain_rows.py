@@ -3,13 +3,13 @@ with 95% CIs and its paired gain over the reference (no-retrieval) run with the 
 settings. Order, labels and model sizes come from the spec (conf/report/results/)."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from ..stats import Interval
 from .flags import flags_text, has_diagnostics
 from .keyed import KeyedRun, refuse_indistinguishable, varying
+from .runs import experiment_runs
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .stats_cells import code_version
 
@@ -17,19 +17,13 @@ Run = dict[str, Any]
 
 
 def finished_runs(root: Path, name: str) -> list[Run]:
-    """results/<name>/<run-id>/metrics.json of every finished run, with its folder, mtime
-    and config."""
-    runs = []
-    for p in sorted((root / name).glob("*/metrics.json")):
-        if p.parent.name.startswith("tmp_"):
-            continue
-        m = json.loads(p.read_text())
-        m["_mtime"] = p.stat().st_mtime
-        m["_dir"] = str(p.parent)
-        cfg = p.parent / "config.json"
-        m["_config"] = json.loads(cfg.read_text()) if cfg.exists() else {}
-        runs.append(m)
-    return runs
+    """The finished runs of experiment `name` that have a folder (ragrepro.report.runs, the
+    one reader), in run-folder order: each its metrics.json with its folder, mtime and
+    config."""
+    recs = sorted((r for r in experiment_runs(root, name) if r.dir is not None),
+                  key=lambda r: str(r.dir))
+    return [{**r.metrics_json, "_mtime": r.mtime, "_dir": str(r.dir), "_config": r.config}
+            for r in recs]
 
 
 def keyed(r: Run) -> KeyedRun:

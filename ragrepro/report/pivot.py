@@ -11,7 +11,6 @@ from typing import Any
 
 from ..errors import DataError
 from ..io import atomic_write_text
-from ..tracking import read_csv
 from .flags import group_flags
 from .keyed import one_per_cell
 from .pivot_paper import (
@@ -22,6 +21,7 @@ from .pivot_paper import (
     verdict_cells,
     verdict_line,
 )
+from .runs import experiment_runs
 from .samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_fixed, markdown_table, paired_text
 
@@ -36,10 +36,11 @@ OUTPUTS = frozenset({"score", "score_code", "context_precision", "input_tokens",
                      "recall_at_k", "code_version", "code_id", "code_versions_mixed"})
 
 
-def with_run_dirs(rows: Sequence[Row], runs_dir: Path) -> list[Row]:
-    """The CSV rows, each with `_dir`: its run folder (per-sample records for the CIs)."""
-    return [{**r, "_dir": runs_dir / str(r["run_id"])} if r.get("run_id") else dict(r)
-            for r in rows]
+def with_run_dirs(root: Path, experiment: str) -> list[Row]:
+    """The experiment's runs (ragrepro.report.runs) as their recorded CSV text, each with
+    `_dir`: its run folder (per-sample records for the CIs)."""
+    return [{**r.text, "_dir": root / experiment / r.run_id}
+            for r in experiment_runs(root, experiment)]
 
 
 def _settings_of(r: Row) -> dict:
@@ -230,7 +231,7 @@ def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
     """<root>/<prefix>/<exp>_table.md and .csv from <exp>.csv and its run folders."""
     exp = spec["name"].split("/")[-1]
     src = root / prefix / f"{exp}.csv"
-    rows = with_run_dirs(read_csv(src), root / prefix / exp)
+    rows = with_run_dirs(root, f"{prefix}/{exp}")
     if not rows:
         raise DataError(f"No results in {src}: run `ragrepro -m experiment={prefix}/{exp}` "
                         f"first.")

@@ -4,7 +4,6 @@ questions; with a `reference`, every other row carries the reference minus the r
 same questions (paired CI, permutation p, ≈0 mark). Columns and notes come from the spec."""
 from __future__ import annotations
 
-import csv
 import importlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -14,6 +13,7 @@ from ..errors import DataError
 from ..io import atomic_write_text
 from .flags import flags_column
 from .keyed import one_per_cell
+from .runs import experiment_runs
 from .samples import DEFAULT_STATS, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_compact, paired_text
 
@@ -116,8 +116,7 @@ def write(spec: dict[str, Any], results: Path) -> tuple[Path, Path]:
         raise DataError(f"{src} does not exist: run `ragrepro -m experiment={name}` first.")
     runs = results / name
     hook = _hook(spec)
-    with open(src, newline="", encoding="utf-8") as f:
-        rows = [hook(r, runs) for r in csv.DictReader(f)]
+    rows = [hook(dict(r.text), runs) for r in experiment_runs(results, name)]
     header, body = table_rows(rows, spec, lambda r: runs / str(r.get("run_id")))
     note = spec.get("note", "").format(resamples=DEFAULT_STATS.resamples,
                                        seed=DEFAULT_STATS.seed)

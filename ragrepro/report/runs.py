@@ -1,5 +1,8 @@
-"""Collect finished runs from a results tree: the CSV rows (source of truth) joined with
-each run folder's config.json and metrics.json when the folder exists."""
+"""The one reader of results/: every table, the dashboard, `compare` and `samples` get their
+runs here. A run is a row of the experiment's CSV (the index: results/<experiment>.csv, one
+row per finished run) joined with its folder's config.json and metrics.json, plus any finished
+folder the index lacks (a CSV deleted by hand). `RunRecord.text` keeps the index row as
+written (strings), for the layouts that format the recorded text."""
 from __future__ import annotations
 
 import json
@@ -9,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from ..tracking import read_csv
 
 log = logging.getLogger(__name__)
@@ -28,6 +32,12 @@ class RunRecord:
     dir: Path | None = None                     # results/<experiment>/<run_id>
     config: dict[str, Any] = field(default_factory=dict)
     metrics_json: dict[str, Any] = field(default_factory=dict)
+    text: dict[str, str] = field(default_factory=dict)   # the index row as written
+
+    @property
+    def mtime(self) -> float:
+        """When metrics.json was written (0.0 without a folder): the age of a finished run."""
+        return (self.dir / "metrics.json").stat().st_mtime if self.dir else 0.0
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -130,6 +140,56 @@ def _attach_dir(run: RunRecord, root: Path) -> None:
             run.config = _read_json(d / "config.json")
 
 
+def _index_record(raw: dict[str, str], experiment: str, root: Path) -> RunRecord | None:
+    """The record of one index row joined with its folder; None for a row without run id."""
+    text = {k: v for k, v in raw.items() if k is not None}
+    row = {k: parse_value(v) for k, v in text.items()}
+    run_id = str(row.get("run_id") or "")
+    if not run_id:
+        return None
+    rec = RunRecord(str(row.get("experiment") or experiment), run_id, row, text=text)
+    _attach_dir(rec, root)
+    return rec
+
+
+def _folder_record(mpath: Path, root: Path, experiment: str | None = None) -> RunRecord | None:
+    """A finished folder's record, its row rebuilt from metrics.json as the runner writes it.
+    Given the experiment, the folder's place names the run when metrics.json does not."""
+    data = _read_json(mpath)
+    exp = experiment or data.get("experiment")
+    run_id = data.get("run_id") or (mpath.parent.name if experiment else None)
+    if not exp or not run_id:
+        return None
+    row = {"run_id": run_id, "experiment": exp, **(data.get("settings") or {}),
+           **{k: v for k, v in (data.get("metrics") or {}).items()
+              if not isinstance(v, (dict, list))}}
+    rec = RunRecord(exp, run_id, row,
+                    text={k: "" if v is None else str(v) for k, v in row.items()})
+    _attach_dir(rec, root)
+    return rec
+
+
+def _finished_folders(base: Path, root: Path) -> list[Path]:
+    return [p for p in sorted(base.rglob("metrics.json"))
+            if not _is_derived(p, root) and not p.parent.name.startswith("tmp_")]
+
+
+def experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
+    """The runs of one experiment: its index rows in file order, then its finished folders
+    the index lacks (by run id)."""
+    root = Path(root)
+    runs = [r for r in (_index_record(raw, experiment, root)
+                        for raw in read_csv(root / f"{experiment}.csv")) if r is not None]
+    known = {r.run_id for r in runs}
+    for mpath in sorted((root / experiment).glob("*/metrics.json")):
+        if mpath.parent.name.startswith("tmp_"):
+            continue
+        rec = _folder_record(mpath, root, experiment)
+        if rec is not None and rec.run_id not in known:
+            runs.append(rec)
+    return runs
+
+
 def load_runs(root: Path) -> list[RunRecord]:
     """Every finished run under root, one record per run id (CSV rows plus folders that
     finished but whose CSV row is missing, e.g. a CSV deleted by hand)."""
@@ -139,35 +199,19 @@ def load_runs(root: Path) -> list[RunRecord]:
     runs: dict[tuple[str, str], RunRecord] = {}
     for experiment, path in experiment_csvs(root).items():
         for raw in read_csv(path):
-            row = {k: parse_value(v) for k, v in raw.items() if k is not None}
-            run_id = str(row.get("run_id") or "")
-            if not run_id:
-                continue
-            exp = str(row.get("experiment") or experiment)
-            rec = RunRecord(exp, run_id, row)
-            _attach_dir(rec, root)
-            runs[(exp, run_id)] = rec
-    for mpath in sorted(root.rglob("metrics.json")):
-        if _is_derived(mpath, root) or mpath.parent.name.startswith("tmp_"):
-            continue
-        data = _read_json(mpath)
-        exp, run_id = data.get("experiment"), data.get("run_id")
-        if not exp or not run_id or (exp, run_id) in runs:
-            continue
-        row = {"run_id": run_id, "experiment": exp, **(data.get("settings") or {}),
-               **{k: v for k, v in (data.get("metrics") or {}).items()
-                  if not isinstance(v, (dict, list))}}
-        rec = RunRecord(exp, run_id, row)
-        _attach_dir(rec, root)
-        runs[(exp, run_id)] = rec
+            rec = _index_record(raw, experiment, root)
+            if rec is not None:
+                runs[(rec.experiment, rec.run_id)] = rec
+    for mpath in _finished_folders(root, root):
+        rec = _folder_record(mpath, root)
+        if rec is not None and (rec.experiment, rec.run_id) not in runs:
+            runs[(rec.experiment, rec.run_id)] = rec
     return sorted(runs.values(), key=lambda r: (r.experiment, str(r.row.get("finished_at") or ""),
                                                 r.run_id))
 
 
 def find_run(root: Path, ref: str) -> RunRecord:
     """A run by folder path, `experiment/run_id`, or bare run id (unique prefix allowed)."""
-    from ..errors import ConfigError
-
     path = Path(ref)
     if (path / "metrics.json").exists():
         data = _read_json(path / "metrics.json")

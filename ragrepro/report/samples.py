@@ -1,18 +1,21 @@
 """A run's per-sample records -> resampling units for one of its metrics (ragrepro.stats).
 
-Which records feed a metric:
-  ppl_word / ppl_token   samples.jsonl window records (nll_sum, n_scored): blocks of
-                         consecutive windows (stats.window_blocks);
-  autoais / autoais_substitute, *_mean_score   autoais.jsonl (attributed / nli_score, a
-                         missing score counting 0, as the pipeline does);
-  anything else          samples.jsonl, the field of the same name, one unit per question
-                         (records where it is null are left out, as the pipelines' means do).
+Which records feed a metric is its `resample` kind in the metric registry
+(ragrepro.metrics.registry.MetricInfo):
+  windows   samples.jsonl window records (nll_sum, n_scored): blocks of consecutive windows
+            (stats.window_blocks), e.g. ppl_word / ppl_token;
+  autoais   autoais.jsonl (its `record_field`: attributed / nli_score, a missing score
+            counting 0, as the pipeline does);
+  ratio     two per-sample fields of samples.jsonl;
+  field     (any unregistered metric too) samples.jsonl, the field of the same name, one unit
+            per question (records where it is null are left out, as the pipelines' means do).
 The units are accepted only when their full-sample statistic reproduces the number the run
 recorded (as a fraction or x100): a field that means something else gives no interval rather
 than a wrong one.
 """
 from __future__ import annotations
 
+import json
 import logging
 import math
 from dataclasses import dataclass
@@ -24,6 +27,7 @@ import numpy as np
 
 from ..errors import DataError
 from ..io import read_jsonl_tolerant
+from ..metrics.registry import MetricInfo, metric_info, metric_infos
 from ..stats import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
@@ -39,14 +43,8 @@ from ..stats import (
 
 log = logging.getLogger(__name__)
 
-PPL_METRICS = {"ppl_word": "n_words", "ppl_token": "n_tokens"}
 BLOCK_TOKENS = 128
 AUTOAIS_FILE = "autoais.jsonl"
-# Metrics that are a ratio of two per-sample fields: metric -> (numerator, denominator);
-# denominator None = one per question.
-RATIO_FIELDS: dict[str, tuple[str, str | None]] = {
-    "keys_per_answer": ("n_keys", None), "verbatim_rate": ("keys_verbatim", "n_keys"),
-    "seconds_per_question": ("seconds", None)}
 
 
 @dataclass(frozen=True)
@@ -124,21 +122,20 @@ def _ratio_units(records: list[dict[str, Any]], num: str, den: str | None) -> Un
     return Units(tuple(keys), np.asarray(values), np.asarray(counts), "mean", "questions")
 
 
-def _ppl_units(records: list[dict[str, Any]], metrics: dict[str, Any], metric: str,
+def _ppl_units(records: list[dict[str, Any]], metrics: dict[str, Any], info: MetricInfo,
                block_tokens: int) -> Units | None:
     windows = [r for r in records if "nll_sum" in r and "n_scored" in r]
-    denom = _number(metrics.get(PPL_METRICS[metric]))
+    denom = _number(metrics.get(str(info.count)))
     scored = sum(float(w["n_scored"]) for w in windows)
     if not windows or denom is None or scored <= 0:
         return None
     return window_blocks(windows, block_tokens, denom / scored)
 
 
-def _autoais_units(run_dir: Path, metric: str) -> Units | None:
+def _autoais_units(run_dir: Path, field: str) -> Units | None:
     per = read_records(run_dir / AUTOAIS_FILE)
     if not per:
         return None
-    field = "nli_score" if metric.endswith("_mean_score") else "attributed"
     keys = [_key(p, i) for i, p in enumerate(per)]
     if len(set(keys)) != len(keys):
         return None
@@ -166,12 +163,13 @@ def units_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
         return None
     run_dir = Path(run_dir)
     records = read_records(run_dir / "samples.jsonl")
-    if metric in PPL_METRICS:
-        units = _ppl_units(records, metrics, metric, block_tokens)
-    elif metric in RATIO_FIELDS:
-        units = _ratio_units(records, *RATIO_FIELDS[metric])
-    elif metric.startswith("autoais"):
-        units = _autoais_units(run_dir, metric)
+    info = metric_info(metric)
+    if info.resample == "windows":
+        units = _ppl_units(records, metrics, info, block_tokens)
+    elif info.resample == "ratio" and info.ratio is not None:
+        units = _ratio_units(records, *info.ratio)
+    elif info.resample == "autoais":
+        units = _autoais_units(run_dir, str(info.record_field))
     else:
         units = _field_units(records, metric)
     if units is None:
@@ -187,8 +185,6 @@ def run_metrics(run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics, settings) from a run folder's metrics.json; empty when absent."""
     if run_dir is None or not (Path(run_dir) / "metrics.json").exists():
         return {}, {}
-    import json
-
     try:
         data = json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -205,7 +201,8 @@ def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,
         return None
     stamps = tuple(p.stat().st_mtime if p.exists() else 0.0
                    for p in (Path(run_dir) / "samples.jsonl", Path(run_dir) / AUTOAIS_FILE))
-    extra = {k: metrics.get(k) for k in (metric, *PPL_METRICS.values())}
+    counts = [str(i.count) for i in metric_infos().values() if i.resample == "windows"]
+    extra = {k: metrics.get(k) for k in (metric, *counts)}
     if not all(isinstance(v, (int, float, str, bool, type(None))) for v in extra.values()):
         return None                                  # a non-scalar metric has no interval
     return _cached_interval(str(run_dir), stamps, metric, tuple(sorted(extra.items())), st)

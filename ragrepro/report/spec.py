@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import yaml
 
 from ..errors import ConfigError
+from ..metrics.registry import MetricInfo, metric_infos
 from ..paths import CONF_DIR
 from .runs import is_missing
 
@@ -26,17 +27,6 @@ SPEC_DIR = CONF_DIR / "report"
 
 class HasGet(Protocol):
     def get(self, key: str) -> Any: ...
-
-
-@dataclass(frozen=True)
-class MetricInfo:
-    name: str
-    label: str = ""
-    scale: float = 1.0             # our stored value * scale = the paper's unit
-    unit: str = ""
-    higher_is_better: bool = True
-    decimals: int = 1
-    same_as: str | None = None     # another column name for the very same metric
 
 
 @dataclass
@@ -101,9 +91,18 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def load_metric_infos(spec_dir: Path = SPEC_DIR) -> dict[str, MetricInfo]:
-    data = _read_yaml(spec_dir / "metrics.yaml")
-    return {name: MetricInfo(name, **(fields or {})) for name, fields in data.items()}
+def load_metric_infos() -> dict[str, MetricInfo]:
+    """The metric registry's facts (ragrepro.metrics.registry), the only source of labels,
+    scales and directions."""
+    return metric_infos()
+
+
+def load_dashboard_spec(spec_dir: Path = SPEC_DIR) -> dict[str, list[str]]:
+    """conf/report/dashboard.yaml: the setting columns of the dashboard's runs table."""
+    path = spec_dir / "dashboard.yaml"
+    data = _read_yaml(path)
+    _check_fields(path, data, {"key_settings", "sweep_settings"})
+    return {k: list(data.get(k) or []) for k in ("key_settings", "sweep_settings")}
 
 
 def metric_info(name: str, infos: dict[str, MetricInfo]) -> MetricInfo:

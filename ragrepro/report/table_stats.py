@@ -1,8 +1,8 @@
 """n, 95% CI and paired tests for the rows of the config-driven paper tables.
 
 Every number comes from ragrepro.report.samples (per-sample records of the run folder) and
-ragrepro.stats; this module only converts them into the table's unit (metrics.yaml `scale`)
-and formats them."""
+ragrepro.stats; this module only converts them into the table's unit (the `scale` of
+ragrepro.metrics.registry) and formats them."""
 from __future__ import annotations
 
 from dataclasses import dataclass

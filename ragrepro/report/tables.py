@@ -395,7 +395,7 @@ def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = N
     """Every table spec (or `names`) from the runs under root; rehearsal tables pass a
     title_prefix that says so."""
     runs = load_runs(root)
-    infos = load_metric_infos(spec_dir)
+    infos = load_metric_infos()
     specs = load_table_specs(spec_dir)
     if names:
         specs = [s for s in specs if s["name"] in names or set(names) & set(s["experiments"])]
