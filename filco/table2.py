@@ -10,6 +10,7 @@ from ragrepro.tracking import Run
 from .data import QASet, load_examples
 from .pipeline import _join, _mean, passage_retriever, task_of
 from .settings import FilcoSettings
+from .silver import answer_in
 
 
 def recall_kind(task: str) -> str:
@@ -23,8 +24,6 @@ def run_retrieval(run: Run, *, test: QASet, task: str, settings: FilcoSettings,
     """Recall of the top-k passages (answer string in a passage; gold title among them) and
     unigram precision of the positive passages against the output (Table 2), on `test` (the
     `dataset` node); filco.k, filco.passages and filco.task (auto: the dataset's) apply."""
-    from .silver import answer_in
-
     fc, the_task = settings, task_of(settings, task)
     examples = load_examples(test, passage_retriever(fc, corpus, retriever), fc.k,
                              the_task.name, fc.passages)

@@ -1,26 +1,46 @@
-"""Result tables for the FilCo experiments, with the paper's numbers beside ours.
+"""Result tables for the FilCo experiments, with the paper's numbers beside ours, and the
+`filco.tables` results-table layout (rows of settings x a pivoted column; filco.pivot).
 
+    ragrepro table filco/fig4 [filco/table2 ...] [--paper-scale]
     python -m filco.tables fig4 [table2 table3 table4 table5 fig6 | all] [--paper-scale]
 
-Reads results/filco/<exp>.csv (one row per run, written by the runner) and writes
-results/filco/<exp>_table.md and <exp>_table.csv through the core results-table builder
-(ragrepro.report.pivot); each table is one YAML, conf/report/results/filco/<exp>.yaml
-(dataset columns, model families, setting order, notes, where the paper's numbers sit)."""
+Reads the runs of results/filco/<exp>.csv (through ragrepro.report.runs) and writes
+results/filco/<exp>_table.md and <exp>_table.csv; each table is the `results:` part of one
+YAML, conf/report/tables/filco/<exp>.yaml (dataset columns, model families, setting order,
+notes, where the paper's numbers sit)."""
 from __future__ import annotations
 
 import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.paths import results_dir
-from ragrepro.report import pivot
 from ragrepro.report.result_specs import load_result_spec, result_spec_names
+from ragrepro.report.samples import StatsSettings
+from ragrepro.report.spec import SPEC_DIR
+
+from . import pivot
 
 log = logging.getLogger(__name__)
 
-TABLES = [n.split("/", 1)[1] for n in result_spec_names() if n.startswith("filco/")]
+# FilCo's tables are shipped in conf/ (no search-path lookup at import time)
+TABLES = [n.split("/", 1)[1] for n in result_spec_names(SPEC_DIR) if n.startswith("filco/")]
+# The spec fields the layout reads (ragrepro.report.result_specs refuses any other).
+FIELDS = frozenset({"title", "kind", "value", "pivot", "values", "labels", "task_columns",
+                    "model_family", "paper_columns", "metric_note", "notes", "paper", "cells",
+                    "delta_label", "reduction", "label", "rows", "row_labels", "cell",
+                    "model_column", "dataset_column", "delta", "diagnostics"})
+
+
+def write_layout(spec: dict[str, Any], root: Path, _experiment: str, _st: StatsSettings,
+                 paper_scale: bool) -> list[Path]:
+    """The layout entry point (ragrepro.report.results_tables): results/filco/ or, at paper
+    scale, results/filco/paper/."""
+    md = pivot.write(spec, root, "filco/paper" if paper_scale else "filco")
+    return [md, md.with_suffix(".csv")]
 
 
 def build(exp: str, root: Path | None = None, prefix: str = "filco") -> Path:

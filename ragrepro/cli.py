@@ -12,7 +12,7 @@ log = logging.getLogger("ragrepro")
 
 SUBCOMMANDS = {
     "compare": "ragrepro.report.compare:main",
-    "table": "ragrepro.report.tables:main",
+    "table": "ragrepro.report.results_tables:main",
     "report": "ragrepro.report.build:main",
     "plan": "ragrepro.plan:main",
     "samples": "ragrepro.report.sample_view:main",

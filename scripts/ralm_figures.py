@@ -19,8 +19,9 @@ from typing import Any
 import yaml
 
 from ragrepro.paths import REPO_ROOT, results_dir
-from ragrepro.report import gain_rows, run_rows
+from ragrepro.report import run_rows
 from ragrepro.report.result_specs import load_result_spec
+from ralm import gain_rows
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ save results/report/screenshot.png.
 
     .venv/bin/python -m scripts.screenshot_report [--results DIR] [--out PATH]
 
-Refuses a results folder without runs or with demo runs (ragrepro/report/demo.py): the
+Refuses a results folder without runs or with demo runs (tests/report/demo.py): the
 README must never show made-up numbers.
 """
 from __future__ import annotations

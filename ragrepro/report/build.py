@@ -29,14 +29,15 @@ class Report:
     index: Path
 
 
-def build_report(root: Path, spec_dir: Path = SPEC_DIR) -> Report:
+def build_report(root: Path, spec_dir: Path | None = None) -> Report:
+    """spec_dir: a `report/` folder instead of the config search path's (tests)."""
     root = Path(root)
     runs = load_runs(root)
     infos = load_metric_infos()
     out = root / "report"
     tables = [build_spec(spec, runs, infos, out) for spec in load_table_specs(spec_dir)]
     plots = []
-    for spec in load_plot_specs(spec_dir):
+    for spec in load_plot_specs(spec_dir or SPEC_DIR):
         data = plot_data(spec, runs, infos)
         plots.append((data, render(data, out / "plots", spec.get("xscale"))))
     offline = offline_runs(runs)

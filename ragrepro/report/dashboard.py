@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..io import atomic_write_text
 from ..metrics.registry import headline_metrics
 from .compare import scalar_metrics
 from .dashboard_assets import CSS, JS
@@ -203,7 +204,7 @@ def render_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable]
                       for e in experiments)
     generated = time.strftime("%Y-%m-%d %H:%M:%S")
     demo = ('<p id="demo-banner" class="demo">DEMO DATA: these runs were written by '
-            "ragrepro/report/demo.py with made-up numbers. They are not results.</p>"
+            "tests/report/demo.py with made-up numbers. They are not results.</p>"
             if is_demo(runs) else "")
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>ragrepro results</title>
@@ -243,8 +244,6 @@ are folded away. Tables with at least one of our numbers are expanded.</p>
 def write_dashboard(root: Path, runs: list[RunRecord], tables: list[BuiltTable],
                     plots: list[tuple[PlotData, dict[str, Path]]], offline: list[OfflineRun],
                     command: str | None) -> Path:
-    from ..io import atomic_write_text
-
     index = root / "index.html"
     atomic_write_text(index, render_dashboard(root, runs, tables, plots, offline, command, index))
     return index

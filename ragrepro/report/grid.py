@@ -116,5 +116,5 @@ def grid_html(rows: list[TableRow], table_id: str = "") -> str:
 
 
 def is_demo(runs: list[Any]) -> bool:
-    """True when any run was written by ragrepro.report.demo (made-up numbers)."""
+    """True when any run was written by tests/report/demo.py (made-up numbers)."""
     return any(bool((getattr(r, "metadata", None) or {}).get("demo")) for r in runs)

@@ -1,4 +1,6 @@
-"""The papers' reported numbers as data (paper_numbers.yaml), with a lookup API.
+"""The papers' reported numbers as data, with a lookup API: one file per paper,
+report/paper/<paper>.yaml in conf/ (conf/report/paper/ralm.yaml documents the layout) or in
+a plug-in method's conf folder on the config search path, all read by `papers`.
 
     >>> from ragrepro.report.paper import lookup
     >>> lookup("ralm", "table1", model="gpt2-small", retrieval="bm25",
@@ -7,6 +9,7 @@
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -15,8 +18,9 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError, DataError, unknown_name
+from .spec import spec_dirs
 
-PAPER_NUMBERS = Path(__file__).with_name("paper_numbers.yaml")
+Dirs = Path | Sequence[Path] | None
 
 
 @dataclass(frozen=True)
@@ -47,22 +51,31 @@ def _same(a: Any, b: Any) -> bool:
     return a is not None and str(a).lower() == str(b).lower()
 
 
-@lru_cache(maxsize=4)
-def _load(path: str) -> dict[str, Any]:
+def paper_files(spec_dir: Dirs = None) -> dict[str, Path]:
+    """paper id -> report/paper/<paper>.yaml, the first on the search path (conf/ first)."""
+    out: dict[str, Path] = {}
+    for d in spec_dirs(spec_dir):
+        for path in sorted((d / "paper").glob("*.yaml")):
+            out.setdefault(path.stem, path)
+    return out
+
+
+@lru_cache(maxsize=16)
+def _load(path: Path) -> dict[str, Any]:
     with open(path, encoding="utf-8") as f:
         data = yaml.safe_load(f)
     if not isinstance(data, dict):
-        raise DataError(f"{path}: expected a mapping of papers.")
+        raise DataError(f"{path}: expected a mapping (title, source, tables, ...).")
     return data
 
 
-def papers(path: Path = PAPER_NUMBERS) -> dict[str, dict[str, Any]]:
+def papers(spec_dir: Dirs = None) -> dict[str, dict[str, Any]]:
     """paper id -> {title, source, figures_without_numbers, tables}."""
-    return _load(str(path))
+    return {paper: _load(path) for paper, path in paper_files(spec_dir).items()}
 
 
-def table_info(paper: str, table: str, path: Path = PAPER_NUMBERS) -> dict[str, Any]:
-    data = papers(path)
+def table_info(paper: str, table: str, spec_dir: Dirs = None) -> dict[str, Any]:
+    data = papers(spec_dir)
     if paper not in data:
         raise unknown_name("paper", paper, data)
     tables = data[paper].get("tables") or {}
@@ -71,15 +84,15 @@ def table_info(paper: str, table: str, path: Path = PAPER_NUMBERS) -> dict[str, 
     return tables[table]
 
 
-def paper_table(paper: str, table: str, path: Path = PAPER_NUMBERS) -> list[PaperNumber]:
+def paper_table(paper: str, table: str, spec_dir: Dirs = None) -> list[PaperNumber]:
     """Every cell of one paper table, row-major, '-' cells included (value None)."""
-    info = table_info(paper, table, path)
+    info = table_info(paper, table, spec_dir)
     columns: dict[str, dict[str, Any]] = info["columns"]
     out = []
     for row in info["rows"]:
         values = row["values"]
         if len(values) != len(columns):
-            raise DataError(f"{path}: {paper}.{table} row {row['label']!r} has {len(values)} "
+            raise DataError(f"report/paper/{paper}.yaml: table {table} row {row['label']!r} has {len(values)} "
                             f"values for {len(columns)} columns.")
         for (col_label, col), value in zip(columns.items(), values):
             setting = {**(info.get("setting") or {}), **(col.get("setting") or {}),
@@ -98,15 +111,15 @@ def _merged(name: str, *nodes: dict[str, Any]) -> dict[str, Any]:
     for node in nodes:
         block = node.get(name) or {}
         if not isinstance(block, dict):
-            raise DataError(f"paper_numbers.yaml: `{name}` must be a mapping, not {block!r}.")
+            raise DataError(f"report/paper/*.yaml: `{name}` must be a mapping, not {block!r}.")
         out.update(block)
     return out
 
 
-def table_recorded(paper: str, table: str, path: Path = PAPER_NUMBERS) -> dict[str, Any]:
+def table_recorded(paper: str, table: str, spec_dir: Dirs = None) -> dict[str, Any]:
     """The settings every cell of the table shares (its table-level `recorded`): what a row
     with no paper cell of its own is compared with."""
-    return dict(table_info(paper, table, path).get("recorded") or {})
+    return dict(table_info(paper, table, spec_dir).get("recorded") or {})
 
 
 def find(paper: str, table: str, **keys: Any) -> list[PaperNumber]:

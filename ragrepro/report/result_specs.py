@@ -1,61 +1,97 @@
-"""Specs of the methods' results tables (conf/report/results/<method>/<table>.yaml).
+"""The `results:` part of a table spec: a method's own results table of its runs.
 
-One YAML per table says which layout builds it and everything the layout must not hard-code:
+A table spec is one YAML, report/tables/<paper>/<table>.yaml, in conf/ or in a plug-in
+method's conf folder (found through the config search path, ragrepro.report.spec.spec_dirs).
+Its top-level keys are the paper grid that `ragrepro report` fills from every run
+(ragrepro.report.tables); its `results:` mapping is the table written next to the method's
+runs. That mapping says which layout builds it and everything the layout must not hard-code:
 row order, labels, model sizes and families, dataset columns, notes and where the paper's
-numbers sit in ragrepro/report/paper_numbers.yaml. Layouts (ragrepro.report.results_tables):
-  gain:  one row per run with its paired gain over a reference row (RALM Table 1);
-  runs:  one row per run, metrics with CIs, paired against a reference method (RICHES);
-  pivot: rows of settings x a pivoted column, with the paper's grid beside (FilCo).
+numbers sit in conf/report/paper/<paper>.yaml. A `_defaults.yaml` beside the specs holds,
+under its own `results:`, what the results tables of that folder share (a table's keys win).
+`layout` is `runs` (the core's: one row per setting of the `by` columns, metrics with CIs,
+paired against a reference row; ragrepro.report.run_rows) or the module path of a method's
+own layout, which declares FIELDS and write_layout: `ralm.table1` (one row per run with its
+paired gain over the no-retrieval row), `filco.tables` (settings x a pivoted column with the
+paper's grid beside).
 """
 from __future__ import annotations
 
+import importlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..errors import ConfigError
-from .spec import SPEC_DIR, _read_yaml
+from .samples import StatsSettings
+from .spec import _read_yaml, table_files
 
-RESULTS_DIR = SPEC_DIR / "results"
+Dirs = Path | Sequence[Path] | None
 
-_FIELDS: dict[str, set[str]] = {
-    "gain": {"title", "intro", "experiments", "row_key", "reference", "order", "labels",
-             "default_retrieval", "fixed_retrieval", "upper_bounds", "model_size",
-             "retrieval_only", "rerank_only", "per_model", "scorer_line", "paper"},
-    "runs": {"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
-             "pair_on", "note", "row_hook"},
-    "pivot": {"title", "kind", "value", "pivot", "values", "labels", "task_columns",
-              "model_family", "paper_columns", "metric_note", "notes", "paper", "cells",
-              "delta_label", "reduction", "label", "rows", "row_labels", "cell",
-              "model_column", "dataset_column", "delta", "diagnostics"},
-}
+# Layouts the core ships; any other `layout` is a module path (a method's own layout).
+BUILTIN_LAYOUTS = {"runs": "ragrepro.report.run_rows"}
 
 
-def load_result_spec(name: str, spec_dir: Path = RESULTS_DIR) -> dict[str, Any]:
-    """conf/report/results/<name>.yaml with its `name`, over the `_defaults.yaml` of its
-    folder (what the tables of one method share); unknown fields are refused."""
-    path = spec_dir / f"{name}.yaml"
-    if not path.exists() or path.name.startswith("_"):
+class Layout(Protocol):
+    """A results-table layout: the spec fields it reads and the function writing its files."""
+
+    FIELDS: frozenset[str]
+
+    def write_layout(self, spec: dict[str, Any], root: Path, experiment: str,
+                     st: StatsSettings, paper_scale: bool) -> list[Path]: ...
+
+
+def layout_module(layout: str, where: Path | str = "the spec") -> Layout:
+    """The layout named by a spec's `results.layout`: `runs` (the core's), or a module path
+    (e.g. `ralm.table1`, `filco.tables`) whose module has FIELDS and write_layout."""
+    module = BUILTIN_LAYOUTS.get(layout, layout)
+    if not isinstance(layout, str) or not layout:
+        raise ConfigError(f"{where}: `results.layout` must be `runs` or a module path "
+                          f"(e.g. ralm.table1), not {layout!r}.")
+    try:
+        found = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        raise ConfigError(f"{where}: `results.layout: {layout}` names no importable module "
+                          f"({e}); use `runs` or a module with FIELDS and write_layout.") from None
+    if not hasattr(found, "FIELDS") or not hasattr(found, "write_layout"):
+        raise ConfigError(f"{where}: module {module} has no FIELDS / write_layout, so it is not "
+                          f"a results-table layout.")
+    return found  # type: ignore[return-value]
+
+
+def _results_part(path: Path) -> dict[str, Any] | None:
+    part = _read_yaml(path).get("results") if path.exists() else None
+    if part is not None and not isinstance(part, dict):
+        raise ConfigError(f"{path}: `results` must be a mapping (the results table's fields).")
+    return part
+
+
+def load_result_spec(name: str, spec_dir: Dirs = None) -> dict[str, Any]:
+    """The `results:` part of report/tables/<name>.yaml with its `name`, over the
+    `results:` of the `_defaults.yaml` beside it; unknown fields are refused."""
+    path = table_files(spec_dir).get(name)
+    own = _results_part(path) if path else None
+    if path is None or own is None:
         known = ", ".join(result_spec_names(spec_dir))
-        raise ConfigError(f"No results table {name!r} ({path}); known: {known}.")
-    defaults = path.parent / "_defaults.yaml"
-    data = {**(_read_yaml(defaults) if defaults.exists() else {}), **_read_yaml(path)}
+        where = path or f"report/tables/{name}.yaml"
+        raise ConfigError(f"No results table {name!r} ({where} has no `results:` part); "
+                          f"known: {known}.")
+    data = {**(_results_part(path.parent / "_defaults.yaml") or {}), **own}
     layout = data.pop("layout", None)
-    if layout not in _FIELDS:
-        raise ConfigError(f"{path}: `layout` must be one of {sorted(_FIELDS)}, not {layout!r}.")
-    unknown = set(data) - _FIELDS[layout]
+    fields = layout_module(layout, path).FIELDS
+    unknown = set(data) - fields
     if unknown:
         raise ConfigError(f"{path}: unknown field(s) {sorted(unknown)} for layout {layout}; "
-                          f"allowed: {sorted(_FIELDS[layout])}.")
+                          f"allowed: {sorted(fields)}.")
     return {**data, "layout": layout, "name": name}
 
 
-def result_spec_names(spec_dir: Path = RESULTS_DIR) -> list[str]:
-    return sorted(p.relative_to(spec_dir).with_suffix("").as_posix()
-                  for p in spec_dir.rglob("*.yaml") if not p.name.startswith("_"))
+def result_spec_names(spec_dir: Dirs = None) -> list[str]:
+    """Every table spec on the search path that has a `results:` part."""
+    return sorted(n for n, p in table_files(spec_dir).items() if _results_part(p) is not None)
 
 
-def spec_for_experiment(experiment: str, spec_dir: Path = RESULTS_DIR) -> dict[str, Any]:
-    """The spec whose name or `experiments` list is `experiment`."""
+def spec_for_experiment(experiment: str, spec_dir: Dirs = None) -> dict[str, Any]:
+    """The results spec whose name or `experiments` list is `experiment`."""
     names = result_spec_names(spec_dir)
     if experiment in names:
         return load_result_spec(experiment, spec_dir)

@@ -1,4 +1,5 @@
-"""A `runs` results table (RICHES): one row per setting of the spec's `by` columns, read
+"""The core's `runs` results-table layout (used by RICHES, RALM Fig. 8 and any plug-in
+method): one row per setting of the spec's `by` columns, read
 from the runner's results/<method>/<table>.csv; each metric with its 95% CI over the run's
 questions; with a `reference`, every other row carries the reference minus the row on the
 same questions (paired CI, permutation p, ≈0 mark). Columns and notes come from the spec."""
@@ -14,9 +15,12 @@ from ..io import atomic_write_text
 from .flags import flags_column
 from .keyed import one_per_cell
 from .runs import experiment_runs
-from .samples import DEFAULT_STATS, run_metrics
+from .samples import DEFAULT_STATS, StatsSettings, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_compact, paired_text
 
+# The spec fields this layout reads (ragrepro.report.result_specs refuses any other).
+FIELDS = frozenset({"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
+                    "pair_on", "note", "row_hook"})
 Row = dict[str, str]
 RunDir = Callable[[Row], "Path | None"]
 # CSV bookkeeping columns that are neither metrics nor settings.
@@ -126,3 +130,9 @@ def write(spec: dict[str, Any], results: Path) -> tuple[Path, Path]:
     atomic_write_text(md, to_markdown(title, header, body, note))
     atomic_write_text(out_csv, csv_text(header, body))
     return md, out_csv
+
+
+def write_layout(spec: dict[str, Any], root: Path, _experiment: str, _st: StatsSettings,
+                 _paper_scale: bool) -> list[Path]:
+    """The layout entry point (ragrepro.report.results_tables): the spec's own experiment."""
+    return list(write(spec, root))

@@ -11,11 +11,20 @@ A key rule (one per paper key) is evaluated in this order:
 """
 from __future__ import annotations
 
+import functools
+import importlib.resources
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import yaml
+
+# Hydra's own search-path type (internal module, the one Hydra itself builds): the search-path
+# plugins fill it, so a spec folder is found wherever Hydra finds the method's configs.
+from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+from hydra.core.plugins import Plugins
+from hydra.plugins.search_path_plugin import SearchPathPlugin
 
 from ..errors import ConfigError
 from ..metrics.registry import MetricInfo, metric_infos
@@ -23,6 +32,52 @@ from ..paths import CONF_DIR
 from .runs import is_missing
 
 SPEC_DIR = CONF_DIR / "report"
+
+
+def _as_dir(entry: str) -> Path | None:
+    """A search-path entry (file://DIR or pkg://module) as a folder; None for other schemes."""
+    if entry.startswith("file://"):
+        return Path(entry[len("file://"):])
+    if entry.startswith("pkg://"):
+        module = entry[len("pkg://"):].replace("/", ".")
+        try:
+            return Path(str(importlib.resources.files(module)))
+        except (ModuleNotFoundError, TypeError):
+            return None
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def plugin_conf_dirs() -> tuple[Path, ...]:
+    """The conf folders Hydra's search-path plugins add after conf/ (each registered method's
+    `conf_dir`: hydra_plugins/ragrepro_methods), in their order."""
+    path = ConfigSearchPathImpl()
+    for plugin in Plugins.instance().discover(SearchPathPlugin):
+        plugin().manipulate_search_path(path)  # type: ignore[operator]
+    dirs = (_as_dir(e.path) for e in path.get_path() if e.path)
+    return tuple(d for d in dirs if d is not None and d.resolve() != CONF_DIR.resolve())
+
+
+def spec_dirs(given: Path | Sequence[Path] | None = None) -> list[Path]:
+    """The `report/` folders table specs are looked up in: `given` (tests, a folder of one's
+    own), else conf/report/ and then the `report/` folder of every conf folder on the config
+    search path (a plug-in method's specs, e.g. <its conf>/report/tables/toy/main.yaml)."""
+    if given is not None:
+        return [Path(given)] if isinstance(given, (str, Path)) else [Path(d) for d in given]
+    return [SPEC_DIR, *(d / "report" for d in plugin_conf_dirs() if (d / "report").is_dir())]
+
+
+def table_files(given: Path | Sequence[Path] | None = None) -> dict[str, Path]:
+    """Spec name ('<paper>/<table>') -> its file under a `tables/` folder of the search path;
+    the first folder holding a name wins (conf/ before plug-ins, as in Hydra). Files whose
+    name starts with `_` hold what a folder's specs share, never a table."""
+    out: dict[str, Path] = {}
+    for d in spec_dirs(given):
+        for path in sorted((d / "tables").rglob("*.yaml")):
+            name = path.relative_to(d / "tables").with_suffix("").as_posix()
+            if not path.name.startswith("_"):
+                out.setdefault(name, path)
+    return out
 
 
 class HasGet(Protocol):
@@ -122,13 +177,18 @@ def _check_fields(path: Path, data: dict[str, Any], allowed: set[str]) -> None:
                           f"{sorted(allowed)}.")
 
 
-def load_table_specs(spec_dir: Path = SPEC_DIR) -> list[dict[str, Any]]:
-    """conf/report/tables/<paper>/<table>.yaml, each with its `name` '<paper>/<table>'."""
+def load_table_specs(spec_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """The paper-grid part of every table spec (report/tables/<paper>/<table>.yaml on the
+    search path; its `results:` part is the method's own table, ragrepro.report.result_specs),
+    each with its `name` '<paper>/<table>'. A file with only a `results:` part has no grid."""
     specs = []
-    for path in sorted((spec_dir / "tables").rglob("*.yaml")):
+    for name, path in sorted(table_files(spec_dir).items()):
         data = _read_yaml(path)
+        data.pop("results", None)
+        if not data:
+            continue
         _check_fields(path, data, _TABLE_FIELDS)
-        data.setdefault("name", path.relative_to(spec_dir / "tables").with_suffix("").as_posix())
+        data.setdefault("name", name)
         for required in ("paper", "experiments", "metric"):
             if required not in data:
                 raise ConfigError(f"{path}: missing `{required}`.")

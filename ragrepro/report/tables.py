@@ -6,24 +6,20 @@ at the bottom. `ragrepro table ralm/table1` builds and prints one table.
 """
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text
-from ..paths import results_dir
 from . import verdict as repro
 from .flags import flags_text, has_diagnostics, merged_row
 from .keyed import label_shared_cells
-from .paper import PaperNumber, paper_table, table_recorded
+from .paper import PaperNumber, paper_table, table_info, table_recorded
 from .runs import RunRecord, is_missing, load_runs, to_float
 from .samples import DEFAULT_STATS
 from .spec import (
-    SPEC_DIR,
     Derived,
     MetricInfo,
     _norm,
@@ -312,7 +308,10 @@ def _average_rows(cell: PaperNumber, rows: list[TableRow], cells: list[PaperNumb
     key = average["key"]
     # Columns that vary with the averaged key (a dataset's name, variant, split) do not
     # split the groups; the rest (model, scale, limit, seed...) do.
-    group_on = average.get("group_on") or ["model", "scale", "limit", "seed", "top_k"]
+    if not average.get("group_on"):
+        raise ConfigError(f"table spec: `average` needs `group_on` (the settings that split "
+                          f"the groups averaged over {key!r}), got {average!r}.")
+    group_on = average["group_on"]
     others = {k: v for k, v in cell.keys.items() if k != key}
     members = [c for c in cells if c is not cell and c.row == cell.row]
     groups: dict[tuple[Any, ...], list[TableRow]] = {}
@@ -364,7 +363,6 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     cells = paper_table(paper, table) if table else []
     caption = ""
     if table:
-        from .paper import table_info
         caption = str(table_info(paper, table).get("caption") or "")
     rows = build_table(spec, cells, runs, infos, table_recorded(paper, table) if table else {})
     show = list(spec.get("show") or [])
@@ -376,10 +374,10 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     if table:
         lines.append(repro.margin_line([str(c.setting.get("metric")) for c in cells]))
     if any((getattr(r, "metadata", None) or {}).get("demo") for r in mine):
-        lines.insert(0, "DEMO DATA: made-up numbers from ragrepro/report/demo.py, not results.")
+        lines.insert(0, "DEMO DATA: made-up numbers from tests/report/demo.py, not results.")
     if not table:
         lines.append("The paper reports no number we could transcribe for this table "
-                     "(see ragrepro/report/paper_numbers.yaml); our numbers only.")
+                     f"(see conf/report/paper/{paper}.yaml); our numbers only.")
     base = out_dir / spec["name"]
     paths = {"md": base.with_suffix(".md"), "html": base.with_suffix(".html"),
              "json": base.with_suffix(".json")}
@@ -390,7 +388,7 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
     return BuiltTable(spec["name"], title, lines, rows, show, paths)
 
 
-def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = None,
+def build_all(root: Path, spec_dir: Path | None = None, names: list[str] | None = None,
               title_prefix: str = "") -> list[BuiltTable]:
     """Every table spec (or `names`) from the runs under root; rehearsal tables pass a
     title_prefix that says so."""
@@ -403,24 +401,3 @@ def build_all(root: Path, spec_dir: Path = SPEC_DIR, names: list[str] | None = N
             known = sorted({s["name"] for s in load_table_specs(spec_dir)})
             raise ConfigError(f"No report table for {names}. Known tables: {', '.join(known)}.")
     return [build_spec(s, runs, infos, root / "report", title_prefix) for s in specs]
-
-
-def main(argv: list[str] | None = None) -> None:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if "--method" in argv:
-        # the methods' own results tables (conf/report/results/): one builder, one CLI
-        from .results_tables import main as results_main
-
-        argv.remove("--method")
-        return results_main(argv)
-    parser = argparse.ArgumentParser(
-        prog="ragrepro table", description="Build paper tables from results/*.csv; with "
-        "--method, a method's results table (conf/report/results/<name>.yaml: "
-        "ralm/table1 [--experiment E], riches/<table>, filco/<table> [--paper-scale]).")
-    parser.add_argument("names", nargs="+", help="table (ralm/table1) or experiment name")
-    parser.add_argument("--results", type=Path, default=None, help="results folder")
-    args = parser.parse_args(argv)
-    root = args.results or results_dir()
-    for built in build_all(root, names=args.names):
-        sys.stdout.write(built.paths["md"].read_text(encoding="utf-8") + "\n")
-        log.info("Wrote %s and %s", built.paths["md"], built.paths["html"])

@@ -1,4 +1,4 @@
-"""The Table 1 builder (the core `gain` layout with conf/report/results/ralm/table1.yaml):
+"""The Table 1 builder (the `ralm.table1` layout with conf/report/tables/ralm/table1.yaml):
 one row per setting, CIs on every perplexity and gain, the headline."""
 import json
 import math
@@ -7,9 +7,10 @@ import os
 import pytest
 
 from ragrepro.errors import DataError
-from ragrepro.report import gain_render, gain_rows, results_tables
+from ragrepro.report import results_tables
 from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.samples import StatsSettings
+from ralm import gain_render, gain_rows
 
 ST = StatsSettings(resamples=500, seed=0, block_tokens=32)
 SPEC = load_result_spec("ralm/table1")

@@ -1,11 +1,11 @@
-"""The synthetic results tree of ragrepro.report.demo, in a fresh tmp folder per test."""
+"""The synthetic results tree of tests/report/demo.py, in a fresh tmp folder per test."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-from ragrepro.report.demo import build_demo
+from tests.report.demo import build_demo
 
 
 @pytest.fixture

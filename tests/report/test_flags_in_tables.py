@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ragrepro.report.compare import compare_runs
-from ragrepro.report.demo import filco, make_run
+from tests.report.demo import filco, make_run
 from ragrepro.report.runs import load_runs
 from tests.report import table_fixtures as fx
 
@@ -68,6 +68,7 @@ def test_gain_table_shows_flags_and_renders_the_same_from_its_csv(tmp_path: Path
 
     from ragrepro.report import results_tables
     from ragrepro.report.result_specs import load_result_spec
+    from ralm import table1
 
     root = tmp_path / "results"
     fx.ralm_runs(root)
@@ -81,7 +82,7 @@ def test_gain_table_shows_flags_and_renders_the_same_from_its_csv(tmp_path: Path
     assert "| n (blocks; tokens) | Flags |" in head
     flagged = [ln for ln in text.splitlines() if "truncated 50%" in ln]
     assert len(flagged) == 1 and flagged[0].startswith("| smollm2-135m | bm25 | - |")
-    again = results_tables.render_gain_summary(load_result_spec("ralm/table1"),
+    again = table1.render_gain_summary(load_result_spec("ralm/table1"),
                                                "ralm/table1", csv_path)
     assert again == text
 

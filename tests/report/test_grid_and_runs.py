@@ -69,7 +69,7 @@ def test_runs_sharing_a_paper_cell_are_labelled_by_what_differs():
 
 
 def test_runs_sharing_a_cell_get_a_label_from_every_recorded_setting(results):
-    from ragrepro.report.demo import make_run, ralm
+    from tests.report.demo import make_run, ralm
     from ragrepro.report.tables import build_all
 
     # the same cell as r1bm25, differing only in a setting the table does not show

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from ragrepro.report.build import build_report
-from ragrepro.report.demo import make_run, ralm
+from tests.report.demo import make_run, ralm
 from ragrepro.report.plots import plot_data
 from ragrepro.report.runs import load_runs
 from ragrepro.report.spec import load_metric_infos, load_plot_specs

@@ -6,11 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from ragrepro.report.demo import filco, make_run, ralm
+from tests.report.demo import filco, make_run, ralm
 from ragrepro.report.paper import paper_table
 from ragrepro.report.runs import load_runs
 from ragrepro.report.spec import derive_key, load_metric_infos, load_table_specs
-from ragrepro.report.tables import build_all, build_table, main
+from ragrepro.report.results_tables import main
+from ragrepro.report.tables import build_all, build_table
 
 
 def _spec(name: str) -> dict:

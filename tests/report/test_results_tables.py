@@ -13,6 +13,7 @@ import pytest
 from ragrepro.paths import REPO_ROOT
 from ragrepro.report import results_tables
 from ragrepro.report.result_specs import load_result_spec
+from ralm import table1
 from tests.report import table_fixtures as fx
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -47,14 +48,14 @@ def test_ralm_table1_is_byte_identical(root: Path, experiment: str) -> None:
 
 def test_ralm_table1_renders_from_its_summary_csv_alone(root: Path) -> None:
     spec = load_result_spec("ralm/table1")
-    text = results_tables.render_gain_summary(spec, "ralm/table1",
+    text = table1.render_gain_summary(spec, "ralm/table1",
                                               GOLDEN / "ralm_table1_summary.csv")
     assert text == (GOLDEN / "ralm_table1.md").read_text(encoding="utf-8")
 
 
 def test_committed_ladder_table_is_regenerated_from_its_committed_csv() -> None:
     ladder = REPO_ROOT / "results" / "ladder"
-    text = results_tables.render_gain_summary(load_result_spec("ralm/table1"),
+    text = table1.render_gain_summary(load_result_spec("ralm/table1"),
                                               "ralm/table1_ladder",
                                               ladder / "table1_ladder_summary.csv")
     assert text == (ladder / "table1_ladder.md").read_text(encoding="utf-8")
@@ -76,11 +77,28 @@ def test_filco_tables_are_byte_identical(root: Path, table: str) -> None:
 
 
 def test_ragrepro_table_method_builds_a_results_table(root: Path) -> None:
-    from ragrepro.report.tables import main
-
     (root / "riches" / "keys_table.md").unlink(missing_ok=True)
-    main(["--method", "riches/keys", "--results", str(root)])
+    results_tables.main(["--method", "riches/keys", "--results", str(root)])
     assert _written(root / "riches" / "keys_table.md", root) == _golden("riches_keys_table.md")
+
+
+def test_ragrepro_table_builds_both_parts_of_one_spec(root: Path) -> None:
+    """One command, one spec: `ragrepro table filco/table5` writes the FilCo results table
+    next to the runs (byte-identical to the golden) and the paper grid under report/."""
+    for path in (root / "filco" / "table5_table.md", root / "report" / "filco" / "table5.md"):
+        path.unlink(missing_ok=True)
+    results_tables.main(["filco/table5", "--results", str(root)])
+    assert _written(root / "filco" / "table5_table.md", root) == \
+        _golden("filco_table5_table.md")
+    grid = (root / "report" / "filco" / "table5.md").read_text(encoding="utf-8")
+    assert grid.startswith("# FilCo, Table 5")
+
+
+def test_ragrepro_table_refuses_an_unknown_name(root: Path) -> None:
+    from ragrepro.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"No table \['ralm/nope'\].*Known tables: .*ralm/table1"):
+        results_tables.main(["ralm/nope", "--results", str(root)])
 
 
 def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
@@ -90,11 +108,12 @@ def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
     from ragrepro.report import run_rows
     from ragrepro.report.result_specs import load_result_spec
 
-    (tmp_path / "demo").mkdir()
-    (tmp_path / "demo" / "_defaults.yaml").write_text(
-        "layout: runs\ntitle: 'Demo {table}'\nmetrics: [f1_squad, n]\nci_metrics: [f1_squad]\n"
-        "context: [model, dataset, limit]\n")
-    (tmp_path / "demo" / "temps.yaml").write_text("by: [temperature]\n")
+    demo = tmp_path / "tables" / "demo"
+    demo.mkdir(parents=True)
+    (demo / "_defaults.yaml").write_text(
+        "results:\n  layout: runs\n  title: 'Demo {table}'\n  metrics: [f1_squad, n]\n"
+        "  ci_metrics: [f1_squad]\n  context: [model, dataset, limit]\n")
+    (demo / "temps.yaml").write_text("results:\n  by: [temperature]\n")
     spec = load_result_spec("demo/temps", tmp_path)
     rows = [{"temperature": t, "f1_squad": f, "n": "2", "model": "m", "dataset": "d"}
             for t, f in (("1.0", "0.25"), ("0.5", "0.5"))]
@@ -102,7 +121,7 @@ def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
     assert header == ["temperature", "f1_squad", "n", "model", "dataset", "limit"]
     assert body == [["0.500", "0.500 (no CI)", "2", "m", "d", ""],
                     ["1", "0.250 (no CI)", "2", "m", "d", ""]]
-    (tmp_path / "demo" / "bad.yaml").write_text("by: [x]\nsort: [x]\n")
+    (demo / "bad.yaml").write_text("results:\n  by: [x]\n  sort: [x]\n")
     with pytest.raises(ConfigError, match=r"unknown field\(s\) \['sort'\]"):
         load_result_spec("demo/bad", tmp_path)
 
@@ -114,11 +133,12 @@ def test_every_results_spec_loads() -> None:
     assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
             "filco/fig6", "riches/main_ladder", "filco/fig4_ladder", "ralm/fig8"} == set(names)
-    assert all(load_result_spec(n)["layout"] in ("gain", "runs", "pivot") for n in names)
+    assert {load_result_spec(n)["layout"] for n in names} == {"ralm.table1", "runs",
+                                                               "filco.tables"}
 
 
 def test_time_line_sums_the_stage_timings() -> None:
-    from ragrepro.report.gain_render import time_line
+    from ralm.gain_render import time_line
 
     rows = [{"model": "m", "rerank": "none", "wall_s": 30.0},
             {"model": "m", "rerank": "first", "wall_s": 90.4}]
@@ -127,7 +147,7 @@ def test_time_line_sums_the_stage_timings() -> None:
 
 
 def test_committed_tables_name_their_source_relative_to_the_repository(tmp_path, monkeypatch):
-    from ragrepro.report.pivot import shown_path
+    from filco.pivot import shown_path
 
     monkeypatch.chdir(tmp_path)
     assert shown_path(tmp_path / "results" / "filco" / "fig4.csv") == "results/filco/fig4.csv"

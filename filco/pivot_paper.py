@@ -1,5 +1,5 @@
 """The paper's grids beside a `pivot` results table (FilCo): the numbers live once, in
-ragrepro/report/paper_numbers.yaml; these functions reshape them as the spec's `paper` node
+conf/report/paper/<paper>.yaml; these functions reshape them as the spec's `paper` node
 says ({row: {column: value}}, or tuples per column) and print the paper's own block; and
 the reproduction verdict of each of our rows against the paper's cells
 (ragrepro.report.verdict: the cells' `recorded` settings pick the cell, the rule decides)."""
@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from . import verdict as repro
-from .paper import PaperNumber, find, paper_table, table_recorded
-from .stats_cells import fmt_fixed, markdown_table
+from ragrepro.report import verdict as repro
+from ragrepro.report.paper import PaperNumber, find, paper_table, table_recorded
+from ragrepro.report.stats_cells import fmt_fixed, markdown_table
 
 Grid = dict[str, dict[str, Any]]
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..stats import Interval
-from .flags import flags_text, has_diagnostics
-from .keyed import KeyedRun, refuse_indistinguishable, varying
-from .runs import experiment_runs
-from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
-from .stats_cells import code_version
+from ragrepro.report.flags import flags_text, has_diagnostics
+from ragrepro.report.keyed import KeyedRun, refuse_indistinguishable, varying
+from ragrepro.report.runs import experiment_runs
+from ragrepro.report.samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
+from ragrepro.report.stats_cells import code_version
+from ragrepro.stats import Interval
 
 Run = dict[str, Any]
 

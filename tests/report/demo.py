@@ -2,13 +2,14 @@
 and CSV rows the runner writes): a mini In-Context RALM Table 1, a stride sweep with two
 models, FilCo Table 5 and Fig. 4 pairs, one run synced to W&B and one offline-only.
 Used by the report tests; numbers are made up, and every run carries metadata.demo = true so
-the dashboard and the tables say DEMO on the page itself."""
+the dashboard and the tables say DEMO on the page itself. It lives with the tests: the core
+never writes demo runs."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from ..tracking import Run
+from ragrepro.tracking import Run
 
 MINI = {"scale": "mini", "seed": 0, "limit": 50, "dtype": "float32", "model_revision": None}
 

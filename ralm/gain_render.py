@@ -6,11 +6,11 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..errors import DataError
-from . import verdict as repro
-from .keyed import KeyedRun, constant, distinguishing
-from .paper import find, lookup, table_recorded
-from .samples import DEFAULT_STATS, StatsSettings
+from ragrepro.errors import DataError
+from ragrepro.report import verdict as repro
+from ragrepro.report.keyed import KeyedRun, constant, distinguishing
+from ragrepro.report.paper import find, lookup, table_recorded
+from ragrepro.report.samples import DEFAULT_STATS, StatsSettings
 
 Row = dict[str, Any]
 # Row columns that are outputs or labels, not the run's recorded settings.
@@ -40,7 +40,7 @@ def paper_ppl(spec: dict[str, Any], model: str, rerank: str) -> float:
     n = lookup(look.pop("paper"), look.pop("table"), model=model, retrieval=col["retrieval"],
                rerank=col["rerank"], **look)
     if n.value is None:
-        raise DataError(f"{n.source} has no value in paper_numbers.yaml.")
+        raise DataError(f"{n.source} has no value in conf/report/paper/{n.paper}.yaml.")
     return n.value
 
 

@@ -9,10 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
-from ..io import atomic_write_text
-from .flags import group_flags
-from .keyed import one_per_cell
+from ragrepro.errors import DataError
+from ragrepro.io import atomic_write_text
+from ragrepro.report.flags import group_flags
+from ragrepro.report.keyed import one_per_cell
+from ragrepro.report.runs import experiment_runs
+from ragrepro.report.samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
+from ragrepro.report.stats_cells import ci_text, csv_text, fmt_fixed, markdown_table, paired_text
+
 from .pivot_paper import (
     Grid,
     paper_grid,
@@ -21,9 +25,6 @@ from .pivot_paper import (
     verdict_cells,
     verdict_line,
 )
-from .runs import experiment_runs
-from .samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
-from .stats_cells import ci_text, csv_text, fmt_fixed, markdown_table, paired_text
 
 Row = dict[str, Any]
 Table = tuple[list[str], list[list[str]]]
