@@ -12,7 +12,6 @@ share one tokenizer, so their windows and blocks coincide).
 from __future__ import annotations
 
 import argparse
-import csv
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +19,8 @@ from typing import Any
 
 from ragrepro.paths import results_dir
 from ragrepro.report.result_specs import load_result_spec
-from ragrepro.report.samples import interval_for, paired_for, run_metrics
+from ragrepro.report.runs import experiment_runs
+from ragrepro.report.samples import interval_for, paired_for
 from ragrepro.report.table_stats import fmt_ci, zero_mark
 
 log = logging.getLogger(__name__)
@@ -42,19 +42,15 @@ class Cell:
 
 
 def finished_cells(root: Path, experiment: str) -> list[Cell]:
-    """The finished runs of one experiment CSV (latest row per model/rerank)."""
-    path = root / f"{experiment}.csv"
-    if not path.exists():
-        return []
+    """The finished runs of one experiment (ragrepro.report.runs: its CSV index joined with
+    the run folders), latest per model/rerank."""
     latest: dict[tuple[str, str], Cell] = {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for row in csv.DictReader(f):
-            run_dir = root / experiment / row["run_id"]
-            metrics, settings = run_metrics(run_dir)
-            if metrics:
-                latest[(row["model"], row["rerank"])] = Cell(row["model"], row["rerank"],
-                                                             row["dtype"], run_dir, metrics,
-                                                             settings)
+    for rec in experiment_runs(root, experiment):
+        row = rec.text
+        if rec.dir is not None and rec.metrics:
+            latest[(row["model"], row["rerank"])] = Cell(row["model"], row["rerank"],
+                                                         row["dtype"], rec.dir, rec.metrics,
+                                                         rec.settings)
     return list(latest.values())
 
 

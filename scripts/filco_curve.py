@@ -9,12 +9,12 @@ model shared by two settings (the silver-trained generator of FilCo and Silver) 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from ragrepro.paths import results_dir
+from ragrepro.report.runs import experiment_runs
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     runs = results_dir() / args.experiment
-    metas = [json.loads(p.read_text()) for p in sorted(runs.glob("*/metrics.json"))]
+    metas = [r.metrics_json for r in sorted(experiment_runs(results_dir(), args.experiment),
+                                           key=lambda r: str(r.dir)) if r.dir is not None]
     if not metas:
         raise SystemExit(f"No finished runs under {runs}: run `ragrepro -m "
                          f"experiment={args.experiment}` first.")
