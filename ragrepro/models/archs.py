@@ -3,10 +3,60 @@
 here and the model instantiated on PyTorch's meta device (no memory, no weights)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+import torch
+
 from ..errors import ConfigError
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """What a hub checkpoint is (its config.json and tokenizer_config.json): the class a
+    rehearsal stand-in must have, and what `ragrepro plan` instantiates on the meta device."""
+
+    architecture: str      # transformers class named in the real config's `architectures`
+    tokenizer: str         # fast tokenizer class the real checkpoint loads with
+    family: str            # tokenizer model/special-token layout: gpt2 | opt | llama | t5 | bert | roberta
+    context: int           # the real model's context length (positions)
+
+
+_GPT2 = ("GPT2TokenizerFast", "gpt2")
+# Ordered (prefix of the hub id, spec); the first match wins. Facts from each checkpoint's
+# config.json / tokenizer_config.json on the hub.
+HUB_MODELS: tuple[tuple[str, HubModel], ...] = (
+    ("gpt2", HubModel("GPT2LMHeadModel", *_GPT2, 1024)),
+    ("facebook/opt-", HubModel("OPTForCausalLM", "GPT2TokenizerFast", "opt", 2048)),
+    ("EleutherAI/gpt-neo-", HubModel("GPTNeoForCausalLM", *_GPT2, 2048)),
+    ("EleutherAI/gpt-j-", HubModel("GPTJForCausalLM", *_GPT2, 2048)),
+    ("huggyllama/", HubModel("LlamaForCausalLM", "LlamaTokenizerFast", "llama", 2048)),
+    ("meta-llama/Llama-2-", HubModel("LlamaForCausalLM", "LlamaTokenizerFast", "llama", 4096)),
+    ("google/flan-t5-", HubModel("T5ForConditionalGeneration", "T5TokenizerFast", "t5", 512)),
+    ("google/t5_xxl_true_nli_mixture", HubModel("T5ForConditionalGeneration", "T5TokenizerFast",
+                                                "t5", 512)),
+    ("roberta-", HubModel("RobertaModel", "RobertaTokenizerFast", "roberta", 514)),
+    ("FacebookAI/roberta-", HubModel("RobertaModel", "RobertaTokenizerFast", "roberta", 514)),
+    ("bert-base-uncased", HubModel("BertModel", "BertTokenizerFast", "bert", 512)),
+    ("facebook/contriever", HubModel("BertModel", "BertTokenizerFast", "bert", 512)),
+    ("facebook/dpr-question_encoder-", HubModel("DPRQuestionEncoder",
+                                                "DPRQuestionEncoderTokenizerFast", "bert", 512)),
+    ("facebook/dpr-ctx_encoder-", HubModel("DPRContextEncoder", "DPRContextEncoderTokenizerFast",
+                                           "bert", 512)),
+    ("tau/spider", HubModel("DPRContextEncoder", "DPRContextEncoderTokenizerFast", "bert", 512)),
+    ("sentence-transformers/all-MiniLM-", HubModel("BertModel", "BertTokenizerFast", "bert", 512)),
+)
+
+
+def hub_model(source: str) -> HubModel:
+    """The checkpoint facts of a hub id; a hub id without a row is a clear error."""
+    for prefix, spec in HUB_MODELS:
+        if source == prefix or source.startswith(prefix):
+            return spec
+    raise ConfigError(f"No checkpoint facts (rehearsal stand-in, plan) for model {source!r}: "
+                      f"add its architecture class and tokenizer type to HUB_MODELS in "
+                      f"ragrepro/models/archs.py.")
 
 
 def _gpt2(n_embd: int, n_layer: int, n_head: int) -> tuple[str, dict]:
@@ -69,7 +119,7 @@ ARCHS: dict[str, tuple[str, dict]] = {
 
 def hub_config(source: str) -> Any:
     """The transformers config of a hub model, built from ARCHS (no download)."""
-    import transformers as tf
+    import transformers as tf  # deferred: transformers (seconds; the retrievers import this module)
 
     if source not in ARCHS:
         raise ConfigError(f"No architecture sizes for {source!r}: add its config.json sizes to "
@@ -81,8 +131,7 @@ def hub_config(source: str) -> Any:
 @lru_cache(maxsize=64)
 def count_parameters(source: str, architecture: str) -> int:
     """Parameters of `architecture` with the sizes of `source`, counted on the meta device."""
-    import torch
-    import transformers as tf
+    import transformers as tf  # deferred: transformers (as in hub_config)
 
     config = hub_config(source)
     with torch.device("meta"):
