@@ -17,15 +17,16 @@ import logging
 import math
 import os
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
 
 from ralm.documents import doc_encoder
-from ralm.engine import EvalSettings, StreamEval
+from ralm.engine import StreamEval
 from ralm.lm_eval import RetrieverSource
 from ralm.official_loop import OfficialResult, official_eval
+from ralm.settings import RunSettings, settings_from_defaults
 from ralm.windows import Window, make_windows
 
 from .common import (
@@ -44,9 +45,18 @@ log = logging.getLogger(__name__)
 TARGET_SPEEDUP = {"smollm2-135m": 3.0, "gemma3-270m": 4.0}
 NLL_RTOL = 1e-4
 # the Table 1 mini settings (conf/ralm/mini.yaml): L=256, s=16, 96-token documents, k=4
-BASE = EvalSettings(max_length=256, stride=16, retrieval_stride=16, query_len=32,
-                    doc_max_tokens=96, k=4, rerank="zeroshot", rerank_tokens=16,
-                    window_bos=False, batch_windows=16, batch_size=8)
+BASE_VALUES = {"max_length": 256, "stride": 16, "retrieval_stride": 16, "query_len": 32,
+               "doc_max_tokens": 96, "k": 4, "rerank": "zeroshot", "rerank_tokens": 16,
+               "window_bos": False, "batch_windows": 16}
+
+
+def settings(**values: Any) -> RunSettings:
+    """BASE_VALUES with `values` over them (the rest: conf/ralm/base.yaml)."""
+    return settings_from_defaults({**BASE_VALUES, **values}, seed=0, batch_size=8,
+                                  model_adds_bos=False)
+
+
+BASE = settings()
 # (label, rerank strategy, official ranking_strategy, candidates)
 CASES = (("BM25 top-1", "first", "first", 1), ("BM25 + zero-shot rerank, k=4", "zeroshot",
                                                  "logprob", 4))
@@ -105,32 +115,33 @@ class FixedDocs:
         return [self.by_window.get(w.index, []) for w in windows]
 
 
-def retrieve_once(lm: Any, stream: Sequence[int], s: EvalSettings) -> dict[int, list[dict]]:
+def retrieve_once(lm: Any, stream: Sequence[int], s: RunSettings) -> dict[int, list[dict]]:
     """BM25 top-k over wiki-vital for every window's query (held-out titles excluded)."""
     from ragrepro.data.vital import heldout_titles
 
     _corpus, retriever = wiki_vital_bm25()
     ev = StreamEval(lm, s, None, lambda d: [])
-    windows = make_windows(len(stream), s.max_length, s.stride)[1:]
+    windows = make_windows(len(stream), s.ralm.max_length, s.ralm.stride)[1:]
     queries = [ev.query_of(stream, w) for w in windows]
-    docs = RetrieverSource(retriever, s.k, heldout_titles()).docs(0, windows, queries)
+    docs = RetrieverSource(retriever, s.ralm.k, heldout_titles()).docs(0, windows, queries)
     return {w.index: d for w, d in zip(windows, docs)}
 
 
-def production_nll(lm: Any, stream: Sequence[int], s: EvalSettings,
+def production_nll(lm: Any, stream: Sequence[int], s: RunSettings,
                    docs: dict[int, list[dict]]) -> tuple[float, list[int | None]]:
-    ev = StreamEval(lm, s, FixedDocs(docs), doc_encoder(lm, s.doc_max_tokens, False),
+    ev = StreamEval(lm, s, FixedDocs(docs), doc_encoder(lm, s.ralm.doc_max_tokens, False),
                     bos_id=lm.bos_id)
     recs = ev.run(stream)
     return sum(r["nll_sum"] for r in recs), [r.get("doc_rank") for r in recs]
 
 
-def official_nll(lm: Any, stream: Sequence[int], s: EvalSettings, strategy: str,
+def official_nll(lm: Any, stream: Sequence[int], s: RunSettings, strategy: str,
                  docs: dict[int, list[dict]]) -> OfficialResult:
-    n_windows = len(make_windows(len(stream), s.max_length, s.stride))
+    r = s.ralm
+    n_windows = len(make_windows(len(stream), r.max_length, r.stride))
     retrieval = [{"retrieved_docs": docs.get(i, [])} for i in range(n_windows)]
-    return official_eval(lm.model, lm.tokenizer, torch.tensor([list(stream)]), s.max_length,
-                         s.stride, retrieval, strategy, s.k, s.rerank_tokens, s.doc_max_tokens)
+    return official_eval(lm.model, lm.tokenizer, torch.tensor([list(stream)]), r.max_length,
+                         r.stride, retrieval, strategy, r.k, r.rerank_tokens, r.doc_max_tokens)
 
 
 def body_flops(lm: Any, length: int) -> int:
@@ -152,14 +163,14 @@ def head_flops_per_position(lm: Any) -> int:
 def bench_model(name: str, n_tokens: int, repeat: int) -> tuple[list[dict], list[tuple]]:
     lm = load_lm(name, "float32")
     stream = bench_stream(lm, n_tokens)
-    windows = make_windows(len(stream), BASE.max_length, BASE.stride)
+    windows = make_windows(len(stream), BASE.ralm.max_length, BASE.ralm.stride)
     docs = retrieve_once(lm, stream, BASE)
-    body = body_flops(lm, BASE.max_length)
+    body = body_flops(lm, BASE.ralm.max_length)
     head = head_flops_per_position(lm)
     lm_bf16 = load_lm(name, "bfloat16")
     rows, targets = [], []
     for label, rerank, strategy, k in CASES:
-        s = replace(BASE, rerank=rerank, k=k)
+        s = settings(rerank=rerank, k=k)
         cand = {i: d[:k] for i, d in docs.items()}
         # all three side by side, so drift of a shared machine hits each alike
         times, vals = interleaved_best({
@@ -169,7 +180,7 @@ def bench_model(name: str, n_tokens: int, repeat: int) -> tuple[list[dict], list
             "bf16": lambda s=s, cand=cand: production_nll(lm_bf16, stream, s, cand)}, repeat)
         (prod, chosen), off = vals["production"], vals["official"]
         bf_times, bf_vals = times, vals
-        wl = workload(windows, {i: len(d) for i, d in cand.items()}, rerank, s.rerank_tokens)
+        wl = workload(windows, {i: len(d) for i, d in cand.items()}, rerank, s.ralm.rerank_tokens)
         f_prod = wl.rows * body + head * wl.head_positions_production
         f_off = wl.rows * body + head * wl.head_positions_official
         rel = abs(prod - off.nll_sum) / abs(off.nll_sum)
@@ -178,7 +189,7 @@ def bench_model(name: str, n_tokens: int, repeat: int) -> tuple[list[dict], list
         row = {
             "model": name, "case": label, "rerank": rerank, "k": k, "dtype": "float32",
             "tokens": len(stream), "scored_tokens": wl.scored_tokens, "windows": len(windows),
-            "forward_rows": wl.rows, **{f"s_{f}": v for f, v in asdict(s).items()
+            "forward_rows": wl.rows, **{f"s_{f}": v for f, v in {**asdict(s.ralm), "batch_size": s.batch_size}.items()
                                         if f in ("max_length", "stride", "doc_max_tokens",
                                                  "rerank_tokens", "batch_size",
                                                  "batch_windows")},
@@ -219,9 +230,9 @@ def _why(row: dict[str, Any]) -> str:
 
 def summarize(rows: list[dict[str, Any]], peak32: float, peak16: float) -> list[str]:
     lines = [(f"Matmul peak measured in this process: float32 {peak32:.0f} GFLOP/s, "
-             f"bfloat16 {peak16:.0f} GFLOP/s. Settings: L={BASE.max_length}, "
-             f"stride={BASE.stride}, doc_max_tokens={BASE.doc_max_tokens}, "
-             f"rerank_tokens={BASE.rerank_tokens}; documents retrieved once (BM25, wiki-vital) "
+             f"bfloat16 {peak16:.0f} GFLOP/s. Settings: L={BASE.ralm.max_length}, "
+             f"stride={BASE.ralm.stride}, doc_max_tokens={BASE.ralm.doc_max_tokens}, "
+             f"rerank_tokens={BASE.ralm.rerank_tokens}; documents retrieved once (BM25, wiki-vital) "
              f"and given to both paths."), ""]
     view = []
     for r in rows:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ragrepro.data.vital import heldout_titles
 from ragrepro.errors import ConfigError
 
 from . import official_format as off
@@ -33,8 +34,6 @@ def forbidden_titles(value: str | None, dataset_name: str | None) -> list[str]:
                 if t.strip()]
     name = dataset_name
     if name == "wiki-vital":
-        from ragrepro.data.vital import heldout_titles
-
         return heldout_titles()
     if name == "wikitext-103":
         raise ConfigError(

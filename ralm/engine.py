@@ -17,6 +17,7 @@ import numpy as np
 from ragrepro.errors import ConfigError, NumericsError
 
 from . import rerank as rr
+from .settings import RunSettings
 from .windows import (
     Window,
     make_windows,
@@ -28,40 +29,6 @@ from .windows import (
 )
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class EvalSettings:
-    max_length: int
-    stride: int
-    retrieval_stride: int
-    query_len: int
-    doc_max_tokens: int
-    k: int
-    rerank: str
-    rerank_tokens: int
-    seed: int = 0
-    window_bos: bool = False
-    batch_windows: int = 16
-    batch_size: int = 8
-    query_clean_spaces: bool = True  # official: decode's 4.28 default cleaned up spaces
-
-    def validate(self) -> None:
-        rr.check_strategy(self.rerank)
-        if self.k < 1:
-            raise ConfigError(f"ralm.k={self.k} must be >= 1.")
-        zs = self.rerank == "zeroshot"
-        if self.rerank != "none" and self.doc_max_tokens + self.stride + (
-                self.rerank_tokens if zs else 0) >= self.max_length:
-            extra = f" + rerank_tokens ({self.rerank_tokens})" if zs else ""
-            raise ConfigError(
-                f"ralm.doc_max_tokens ({self.doc_max_tokens}) + stride ({self.stride}){extra}"
-                f" must be below ralm.max_length ({self.max_length}): the document would "
-                f"overwrite scored tokens.")
-        if self.retrieval_stride < self.stride:
-            raise ConfigError(f"ralm.retrieval_stride={self.retrieval_stride} is below "
-                              f"ralm.stride={self.stride}: every evaluation window already "
-                              f"retrieves; set retrieval_stride >= stride.")
 
 
 class DocSource(Protocol):
@@ -105,7 +72,7 @@ class StreamEval:
     `zeroshot_other(...)` when the scoring LM is not the evaluated one."""
 
     lm: Scorer
-    settings: EvalSettings
+    settings: RunSettings
     source: DocSource | None
     encode_doc: Callable[[dict[str, Any]], list[int]]
     bos_id: int | None = None
@@ -125,17 +92,13 @@ class StreamEval:
         """Evaluate every window not in `done`; returns all window records, in order.
         `restored` holds retrieval records of a killed run (its documents and choices)."""
         s = self.settings
-        s.validate()
         done = dict(done or {})
-        windows = make_windows(len(stream), s.max_length, s.stride)
-        plan = retrieval_plan(windows, s.retrieval_stride)
-        if s.rerank == "none":
-            plan = [None] * len(windows)
+        windows, plan = self.plan_of(len(stream))
         for w_idx, rec in (restored or {}).items():
             self.choices[w_idx] = self._restore(rec)
         todo = [w for w in windows if w.index not in done]
-        for b in range(0, len(todo), s.batch_windows):
-            block = todo[b:b + s.batch_windows]
+        for b in range(0, len(todo), s.ralm.batch_windows):
+            block = todo[b:b + s.ralm.batch_windows]
             self._retrieve(stream, windows, plan, block)
             for rec in self._score(stream, plan, block):
                 done[rec["window"]] = rec
@@ -146,14 +109,17 @@ class StreamEval:
         return [done[w.index] for w in windows]
 
     def plan_of(self, n_tokens: int) -> tuple[list[Window], list[int | None]]:
+        """The windows, and per window the retrieval window whose document it uses (None:
+        no document; every window for a variant that does not retrieve)."""
         s = self.settings
-        windows = make_windows(n_tokens, s.max_length, s.stride)
+        windows = make_windows(n_tokens, s.ralm.max_length, s.ralm.stride)
         plan = retrieval_plan(windows, s.retrieval_stride)
-        return windows, ([None] * len(windows) if s.rerank == "none" else plan)
+        return windows, (plan if s.rerank.retrieves else [None] * len(windows))
 
     def query_of(self, stream: Sequence[int], window: Window) -> str:
-        a, b = query_span(window.target_start, self.settings.query_len)
-        return query_text(self.lm.decode(stream[a:b]), self.settings.query_clean_spaces)
+        r = self.settings.ralm
+        a, b = query_span(window.target_start, r.query_len)
+        return query_text(self.lm.decode(stream[a:b]), r.query_clean_spaces)
 
     # -- retrieval and reranking ------------------------------------------------------------
     def _restore(self, rec: dict) -> Choice:
@@ -175,7 +141,7 @@ class StreamEval:
         all_docs = self.source.docs(self.text_index, rwins, queries)
         new: list[Choice] = []
         for w, q, docs in zip(rwins, queries, all_docs):
-            docs = list(docs)[: self.settings.k]
+            docs = list(docs)[: self.settings.ralm.k]
             new.append(Choice(window=w.index, query=q, docs=docs, chosen=None))
         self._choose(stream, windows, new)
         for ch in new:
@@ -184,50 +150,59 @@ class StreamEval:
                 self.on_retrieval(ch.record())
 
     def _choose(self, stream: Sequence[int], windows: list[Window], new: list[Choice]) -> None:
-        s = self.settings
+        """Each new retrieval's choice, as its variant (settings.rerank) makes it; the LM
+        rankings of all of them in one batched pass."""
+        s, v = self.settings, self.settings.rerank
         lm_rows: list[tuple[Choice, int, list[int], int, int, int]] = []
         for ch in new:
             if not ch.docs:
                 continue  # no document: the window is scored without retrieval
-            if s.rerank in ("first", "gold"):
-                ch.chosen = rr.choose_first(len(ch.docs))
-            elif s.rerank == "random":
-                ch.chosen = rr.choose_random(len(ch.docs), s.seed, ch.window)
-            elif s.rerank == "predictive":
-                if self.predict is None:
-                    raise ConfigError("ralm.rerank=predictive needs a trained reranker.")
-                a, b = query_span(windows[ch.window].target_start,
-                                  self.reranker_prefix_tokens or s.query_len)
-                scores = self.predict(self.lm.decode(stream[a:b]), ch.docs)
-                ch.rerank_scores = [float(x) for x in scores]
-                ch.chosen = rr.choose_max_score(scores)
-            elif s.rerank == "zeroshot" and self.zeroshot_other is not None:
+            if v.trained:
+                self._predict(stream, windows[ch.window], ch)
+            elif v.lm_ranked and v.ranks_prefix and self.zeroshot_other is not None:
                 nll = self.zeroshot_other(stream, windows[ch.window], ch.docs)
                 ch.rerank_scores = [float(x) for x in nll]
                 ch.chosen = rr.choose_min_nll(nll)
-            else:  # zeroshot or oracle with the evaluated LM: one pass per candidate
+            elif v.lm_ranked:  # with the evaluated LM: one pass per candidate
+                w = windows[ch.window]
                 for j, d in enumerate(ch.docs):
-                    toks = self.encode_doc(d)
-                    ids, a, b = rerank_input(stream, windows[ch.window], toks, s.rerank_tokens,
-                                             oracle=s.rerank == "oracle")
-                    lm_rows.append((ch, j, ids, a, b, windows[ch.window].target_start
-                                    - windows[ch.window].begin))
+                    ids, a, b = rerank_input(stream, w, self.encode_doc(d), s.ralm.rerank_tokens,
+                                             oracle=v.ranks_targets)
+                    lm_rows.append((ch, j, ids, a, b, w.target_start - w.begin))
+            else:
+                ch.chosen = v.pick(len(ch.docs), s.seed, ch.window)
         if lm_rows:
-            lps = self.lm.score_targets([r[2] for r in lm_rows], [r[3] for r in lm_rows],
-                                        batch_size=s.batch_size)
-            per: dict[int, list[tuple[float, np.ndarray]]] = {}
-            for (ch, j, ids, a, b, start), lp in zip(lm_rows, lps):
-                rank_nll = -float(np.sum(lp[: b - a]))
-                per.setdefault(ch.window, []).append((rank_nll, lp[start - a:]))
-            for ch in new:
-                if ch.window in per:
-                    rows = per[ch.window]
-                    ch.rerank_scores = [r[0] for r in rows]
-                    ch.chosen = rr.choose_min_nll(ch.rerank_scores)
-                    ch.target_logprobs = rows[ch.chosen][1]
+            self._rank_by_lm(new, lm_rows)
         for ch in new:
             if ch.chosen is not None and ch.doc_tokens is None:
                 ch.doc_tokens = self.encode_doc(ch.docs[ch.chosen])
+
+    def _predict(self, stream: Sequence[int], window: Window, ch: Choice) -> None:
+        """The trained reranker's scores of the candidates given the prefix (Eq. 8)."""
+        if self.predict is None:
+            raise ConfigError("ralm.rerank=predictive needs a trained reranker.")
+        a, b = query_span(window.target_start,
+                          self.reranker_prefix_tokens or self.settings.ralm.query_len)
+        scores = self.predict(self.lm.decode(stream[a:b]), ch.docs)
+        ch.rerank_scores = [float(x) for x in scores]
+        ch.chosen = rr.choose_max_score(scores)
+
+    def _rank_by_lm(self, new: list[Choice],
+                    lm_rows: list[tuple[Choice, int, list[int], int, int, int]]) -> None:
+        """Score every (retrieval, candidate) row; each retrieval keeps the least NLL and, for
+        its own window, the chosen row's target log-probs (scored in the same pass)."""
+        lps = self.lm.score_targets([r[2] for r in lm_rows], [r[3] for r in lm_rows],
+                                    batch_size=self.settings.batch_size)
+        per: dict[int, list[tuple[float, np.ndarray]]] = {}
+        for (ch, j, ids, a, b, start), lp in zip(lm_rows, lps):
+            rank_nll = -float(np.sum(lp[: b - a]))
+            per.setdefault(ch.window, []).append((rank_nll, lp[start - a:]))
+        for ch in new:
+            if ch.window in per:
+                rows = per[ch.window]
+                ch.rerank_scores = [r[0] for r in rows]
+                ch.chosen = rr.choose_min_nll(ch.rerank_scores)
+                ch.target_logprobs = rows[ch.chosen][1]
 
     # -- scoring ----------------------------------------------------------------------------
     def _score_inputs(self, inputs: list[list[int]], starts: list[int], todo: list[int],

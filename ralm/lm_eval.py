@@ -9,16 +9,19 @@ one to retrievals.jsonl; at the end it writes retrieval.json in the official for
 """
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tqdm import tqdm
+
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.generation import summarize
-from ragrepro.io import read_jsonl_tolerant
+from ragrepro.io import append_line, read_jsonl_tolerant
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.perplexity import count_words
 from ragrepro.pipeline import Result
@@ -26,9 +29,9 @@ from ragrepro.tracking import Run
 
 from . import official_format as off
 from .documents import doc_encoder, forbidden_titles
-from .engine import DocSource, EvalSettings, StreamEval
+from .engine import DocSource, StreamEval
 from .reranker import TrainingInputs, get_reranker
-from .settings import RalmSettings, RerankerSettings
+from .settings import RalmSettings, RerankerSettings, RunSettings
 from .sources import (
     Documents,
     RetrieverSource,
@@ -55,26 +58,6 @@ def streams_of(docs: Sequence[LMDoc], mode: str) -> list[str]:
     if mode == "per_document":
         return [d.text for d in docs]
     raise ConfigError(f"ralm.stream={mode!r}; use joined or per_document.")
-
-
-def eval_settings(r: RalmSettings, seed: int, batch_size: int,
-                  model_adds_bos: bool) -> EvalSettings:
-    stride = int(r.stride)
-    return EvalSettings(
-        max_length=int(r.max_length), stride=stride,
-        retrieval_stride=int(r.retrieval_stride if r.retrieval_stride is not None else stride),
-        query_len=int(r.query_len), doc_max_tokens=int(r.doc_max_tokens), k=int(r.k),
-        rerank=str(r.rerank), rerank_tokens=int(r.rerank_tokens), seed=int(seed),
-        window_bos=r.window_bos_for(model_adds_bos), batch_windows=int(r.batch_windows),
-        batch_size=int(batch_size), query_clean_spaces=bool(r.query_clean_spaces))
-
-
-def _retrieval_file(from_file: str | None, own: str | None) -> str | None:
-    """`retrieval.from_file` (short form) or `ralm.retrieval_file`; both set must agree."""
-    if from_file and own and str(from_file) != str(own):
-        raise ConfigError("retrieval.from_file and ralm.retrieval_file name different files; "
-                          "set one.")
-    return from_file or own
 
 
 def resume_state(run: Run) -> tuple[dict[tuple[int, int], dict], dict[tuple[int, int], dict]]:
@@ -111,22 +94,16 @@ def record_sources(settings: dict[str, Any], d: Documents, rfile: str | None,
 
 def retrieval_logger(path: Path, text_index: int) -> Callable[[dict], None]:
     """Appends each retrieval of one text to retrievals.jsonl as it happens (resume input)."""
-    import json
-
-    from ragrepro.io import append_line
-
     def log_one(rec: dict) -> None:
         append_line(path, json.dumps({"text": text_index, **rec}, ensure_ascii=False))
     return log_one
 
 
-def evaluate_streams(run: Run, lm: LM, s: EvalSettings, source: DocSource | None,
+def evaluate_streams(run: Run, lm: LM, s: RunSettings, source: DocSource | None,
                      encode_doc: Callable[[dict], list[int]], streams: list[list[int]], desc: str,
                      **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval]]:
     """Score every window of every stream, resuming the windows (and retrievals) a killed run
     already wrote; returns the per-window records and the evaluators, per stream."""
-    from tqdm import tqdm
-
     done, restored = resume_state(run)
     all_records: list[list[dict]] = []
     evaluators: list[StreamEval] = []
@@ -151,27 +128,26 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     """Perplexity of `texts` under `lm`, each window conditioned on its chosen document.
     `dataset` is the texts' config (its name picks the forbidden titles; the reranker may
     train on another split of it); `scorer`: a zero-shot scoring LM other than `lm`."""
-    r = settings
-    s = eval_settings(r, seed, batch_size, lm.add_bos)
-    s.validate()
-    if scorer and s.rerank != "zeroshot":
-        raise ConfigError("a scorer model (scorer=...) only applies to ralm.rerank=zeroshot.")
-    rfile = _retrieval_file(retrieval_file, r.retrieval_file)
+    s = RunSettings.of(settings, seed=seed, batch_size=batch_size, model_adds_bos=lm.add_bos,
+                       from_file=retrieval_file)
+    r, v = s.ralm, s.rerank
+    if scorer and not v.ranks_prefix:
+        raise ConfigError(f"a scorer model (scorer=...) only applies to ralm.rerank=zeroshot "
+                          f"(this run: ralm.rerank={v.name}).")
     docs_text = streams_of(texts, r.stream)
     streams = [lm.encode(t) for t in docs_text]  # the model's BOS policy (Gemma: BOS first)
-    row = result_settings(r, s, rfile, lm, scorer, corpus)
-    exclude = (forbidden_titles(r.forbidden_titles, dataset.name)
-               if s.rerank not in ("none", "gold") else [])
+    row = s.row(model_adds_bos=lm.add_bos, scorer_name=scorer.name or lm.name,
+                corpus_name=corpus.name)
+    exclude = forbidden_titles(r.forbidden_titles, dataset.name) if v.searches else []
 
     def search():
         return (build_retriever(retriever, corpus),
                 near_dup_filter(r.near_dup, r.near_dup_ngram, r.near_dup_threshold, docs_text))
 
     d = document_source(run, s, texts, streams,
-                        lambda ids: lm.decode(ids, skip_special_tokens=True), r.stream, rfile,
-                        search, exclude)
+                        lambda ids: lm.decode(ids, skip_special_tokens=True), search, exclude)
     predict, reranker_info = None, {}
-    if s.rerank == "predictive":
+    if v.trained:
         with run.timed("reranker"):
             predict, reranker_info = get_reranker(TrainingInputs(
                 reranker, lm, label_model, dataset, corpus, retriever, r, batch_size))
@@ -179,19 +155,19 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     if scorer and scorer.name != lm.name:
         with run.timed("load_scorer"):
             scorer_lm, scorer_info = scorer.build(), scorer.config
-        zs_other = other_zeroshot(scorer_lm, lm, s, doc_encoder(scorer_lm, s.doc_max_tokens,
+        zs_other = other_zeroshot(scorer_lm, lm, s, doc_encoder(scorer_lm, r.doc_max_tokens,
                                                                   scorer_lm.add_bos))
-    encode_doc = doc_encoder(lm, s.doc_max_tokens, s.window_bos)
+    encode_doc = doc_encoder(lm, r.doc_max_tokens, s.window_bos)
     with run.timed("evaluate"):
         all_records, evaluators = evaluate_streams(
-            run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {s.rerank}",
+            run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {v.name}",
             predict=predict, zeroshot_other=zs_other,
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
-            doc_cut=doc_cut_checker(lm, s.doc_max_tokens, s.window_bos))
+            doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream)
     metrics = aggregate(all_records, streams, docs_text, r.word_count, lm.add_bos)
-    record_sources(row, d, rfile, scorer_info, reranker_info)
+    record_sources(row, d, s.retrieval_file, scorer_info, reranker_info)
     extra = {"retriever_settings": d.retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
     return Result(metrics=metrics, settings=row, extra=extra)
@@ -250,20 +226,3 @@ def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],
                                                      w.end]), query, docs))
         out.append(entries)
     off.write_file(path, out, joined=stream_mode == "joined")
-
-
-def result_settings(r: RalmSettings, s: EvalSettings, rfile: str | None, lm: LM,
-                    scorer: Deferred, corpus: Deferred) -> dict[str, Any]:
-    """Everything that changes the number, for the results row."""
-    return {
-        "stride": s.stride, "retrieval_stride": s.retrieval_stride, "query_len": s.query_len,
-        "query_clean_spaces": s.query_clean_spaces,
-        "max_length": s.max_length, "doc_max_tokens": s.doc_max_tokens,
-        "k": s.k if s.rerank != "none" else None, "rerank": s.rerank,
-        "rerank_tokens": s.rerank_tokens if s.rerank == "zeroshot" else None,
-        "scorer_model": (scorer.name or lm.name) if s.rerank == "zeroshot" else None,
-        "word_count": r.word_count, "stream": r.stream, "add_bos": bool(lm.add_bos),
-        "window_bos": s.window_bos, "retrieval_file": rfile,
-        "forbidden_titles": str(r.forbidden_titles),
-        "corpus": corpus.name if s.rerank not in ("none", "gold") and not rfile else None,
-    }

@@ -25,9 +25,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
+from tqdm import tqdm
 
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.hashing import hash_obj
+from ragrepro.models.loading import resolve_source
 from ragrepro.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -65,9 +68,9 @@ class Reranker(torch.nn.Module):
     def __init__(self, encoder_source: str, arch: str = "cross", pooling: str = "mean",
                  max_length: int = 256):
         super().__init__()
+        # transformers takes seconds to import: deferred to the first reranker built, so
+        # the pipeline modules (and the cells that never rerank) import without it
         from transformers import AutoModel, AutoTokenizer
-
-        from ragrepro.models.loading import resolve_source
 
         if arch not in ARCHS:
             raise ConfigError(f"reranker.arch={arch!r}; use one of {ARCHS}.")
@@ -165,8 +168,6 @@ def train(model: Reranker, examples: Sequence[Example], steps: int, batch_size: 
           weight_decay: float, warmup_ratio: float, loss: str, temperature: float,
           seed: int, grad_clip: float = 1.0) -> list[float]:
     """AdamW over random batches (an epoch-wise shuffle); returns the loss per step."""
-    from tqdm import tqdm
-
     if not examples:
         raise DataError("no training examples for the predictive reranker")
     fn = loss_fn(loss, temperature)
@@ -224,8 +225,6 @@ def model_dir(key: dict[str, Any]) -> Path:
 
 
 def save(model: Reranker, folder: Path, key: dict[str, Any], report: dict[str, Any]) -> None:
-    from safetensors.torch import save_file
-
     tmp = folder.with_name(folder.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
@@ -239,8 +238,6 @@ def save(model: Reranker, folder: Path, key: dict[str, Any], report: dict[str, A
 
 
 def load(folder: Path, encoder_source: str, arch: str, pooling: str, max_length: int) -> Reranker:
-    from safetensors.torch import load_file
-
     model = Reranker(encoder_source, arch, pooling, max_length)
     model.load_state_dict(load_file(str(folder / "model.safetensors")))
     model.eval()

@@ -34,6 +34,7 @@ from ragrepro.tracking import Run
 
 from .prompts import DEMONSTRATIONS, normalize_question, qa_prompt
 from .settings import QASettings
+from .sources import build_retriever
 
 if TYPE_CHECKING:
     from ragrepro.models.lm import LM
@@ -69,7 +70,7 @@ def check_qa_budget(lm: LM, qa: QASettings) -> int:
     with this run's tokenizer (ragrepro.generation.check_budget). The official QA prompts
     (ralm.prompts) are zero-shot, so this holds for any budget until a prompt with
     demonstrations is added there."""
-    return check_budget("qa.max_new_tokens", int(qa.max_new_tokens), DEMONSTRATIONS,
+    return check_budget("qa.max_new_tokens", qa.max_new_tokens, DEMONSTRATIONS,
                         lambda t: lm.encode(t, add_bos=False))
 
 
@@ -98,7 +99,7 @@ def encode_prompt(lm: LM, prompt: str, policy: str | bool) -> list[int]:
 
 # ---- documents -----------------------------------------------------------------------
 def pick_doc_source(records: Sequence[QARecord], qa: QASettings) -> str:
-    if int(qa.num_docs) == 0:
+    if qa.num_docs == 0:
         return "none"
     if qa.doc_source != "auto":
         if qa.doc_source == "dataset" and not any(r.passages for r in records):
@@ -128,13 +129,11 @@ def documents(run: Run, records: Sequence[QARecord], qa: QASettings, corpus: Def
     """(where the documents come from, per record its documents, row settings)."""
     source = pick_doc_source(records, qa)
     if source == "retrieve":
-        from .sources import build_retriever
-
         docs, extra = retrieve_docs(build_retriever(retriever, corpus), records,
-                                    int(qa.num_docs), run, retriever.config or {}, corpus.name)
+                                    qa.num_docs, run, retriever.config or {}, corpus.name)
         return source, docs, extra
     if source == "dataset":
-        return source, [[(p.pid, p.title, p.text) for p in r.passages[:int(qa.num_docs)]]
+        return source, [[(p.pid, p.title, p.text) for p in r.passages[:qa.num_docs]]
                         for r in records], {"retriever": "dataset-ctxs"}
     return source, [[] for _ in records], {}
 
@@ -146,12 +145,12 @@ def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
     qa = settings
     check_qa_budget(lm, qa)
     source, docs, extra_settings = documents(run, records, qa, corpus, retriever)
-    budget = lm.context_size - int(qa.context_margin)
+    budget = lm.context_size - qa.context_margin
     done = {s["qid"]: migrate_sample(s) for s in run.repair_samples()}
     todo = [i for i, r in enumerate(records) if r.qid not in done]
     if done:
         log.info("Resuming: %d of %d questions already done", len(done), len(records))
-    bsz = max(1, int(qa.batch_size))
+    bsz = qa.batch_size
     with run.timed("generate"), tqdm(total=len(todo), desc="qa", unit="q") as bar:
         for b in range(0, len(todo), bsz):
             idx = todo[b:b + bsz]
@@ -161,11 +160,7 @@ def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
                 done[sample["qid"]] = sample
             bar.update(len(idx))
     samples = [done[r.qid] for r in records]
-    row = {"num_docs": int(qa.num_docs), "doc_source": source,
-           "normalize_question": qa.normalize_question,
-           "max_new_tokens": qa.max_new_tokens, "prompt_max_tokens": budget,
-           "strip_prompt": qa.strip_prompt, "prompt_bos": qa.prompt_bos,
-           "qa_batch_size": bsz, "decoding": "greedy", "n_examples": len(records),
+    row = {**qa.row(doc_source=source, prompt_max_tokens=budget, n_examples=len(records)),
            **extra_settings}
     return Result(metrics=aggregate(samples), settings=row,
                   extra={"example_prompt": samples[0].get("prompt") if samples else None})
@@ -178,13 +173,13 @@ def answer_batch(lm: LM, records: Sequence[QARecord],
     prompts, inputs, truncated = [], [], []
     for r, d in zip(records, docs):
         q = normalize_question(r.question) if qa.normalize_question else r.question
-        prompt = qa_prompt(q, [(t, x) for _, t, x in d], num_docs=int(qa.num_docs))
+        prompt = qa_prompt(q, [(t, x) for _, t, x in d], num_docs=qa.num_docs)
         ids, cut = left_truncate(encode_prompt(lm, prompt, qa.prompt_bos), budget)
         prompts.append(prompt)
         inputs.append(ids)
         truncated.append(cut)
     t0 = time.perf_counter()
-    new = lm.generate_with_finish(inputs, max_new_tokens=int(qa.max_new_tokens),
+    new = lm.generate_with_finish(inputs, max_new_tokens=qa.max_new_tokens,
                                   do_sample=False, batch_size=len(inputs))
     per_q = (time.perf_counter() - t0) / len(inputs)
     out = []

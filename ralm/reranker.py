@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
+from tqdm import tqdm
 
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
@@ -29,6 +31,7 @@ from . import predictive as pr
 from .documents import doc_encoder, forbidden_titles, hit_dict
 from .settings import RalmSettings, RerankerSettings
 from .sources import build_retriever
+from .windows import query_span, query_text
 
 if TYPE_CHECKING:
     from ragrepro.models.lm import LM
@@ -116,8 +119,6 @@ def pending_boundaries(t: TrainingInputs, lm: LM,
 
 
 def label(lm: LM, rows: list, batch_size: int) -> list:
-    from tqdm import tqdm
-
     lps = []
     for i in tqdm(range(0, len(rows), batch_size * 4), desc="label reranker data", unit="batch"):
         chunk = rows[i:i + batch_size * 4]
@@ -128,8 +129,6 @@ def label(lm: LM, rows: list, batch_size: int) -> list:
 
 def make_examples(t: TrainingInputs, lm: LM, texts: list[LMDoc]) -> list[pr.Example]:
     """Prefix, top-k documents and the LM's log-likelihood of the next stride per document."""
-    from .windows import query_span, query_text
-
     r = t.ralm
     k, s, L = int(r.k), int(r.stride), int(r.max_length)
     retriever = build_retriever(t.retriever, t.corpus)
@@ -225,8 +224,6 @@ def get_reranker(t: TrainingInputs):
         info["report"] = read_json(folder / "config.json").get("report")
     else:
         model, info["report"] = train_reranker(t, mkey, dkey)
-
-    import torch
 
     def predict(prefix: str, docs: list[dict]) -> list[float]:
         with torch.no_grad():

@@ -5,12 +5,19 @@ renamed, misspelt or missing key fails when the pipeline is built (ragrepro.pipe
 into a ConfigError), not silently at run time."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
+
+from omegaconf import OmegaConf
 
 from ragrepro.errors import ConfigError
 from ragrepro.metrics.perplexity import WORD_COUNT_RULES
+from ragrepro.paths import CONF_DIR
 from ragrepro.validate import limits
+
+from .rerank import NAMES as RERANK_NAMES
+from .rerank import Rerank, variant
 
 STREAMS = ("joined", "per_document")
 
@@ -31,7 +38,7 @@ class RalmSettings:
     query_clean_spaces: bool
     doc_max_tokens: int = field(metadata=limits(min=1))
     k: int = field(metadata=limits(min=1))
-    rerank: str
+    rerank: str = field(metadata=limits(choices=RERANK_NAMES))  # a ralm.rerank variant
     rerank_tokens: int = field(metadata=limits(min=1))
     word_count: str = field(metadata=limits(choices=WORD_COUNT_RULES))
     stream: str = field(metadata=limits(choices=STREAMS))
@@ -44,6 +51,7 @@ class RalmSettings:
     near_dup_threshold: float = field(metadata=limits(min=0, max=1))
 
     def __post_init__(self) -> None:
+        _one_of("ralm.rerank", self.rerank, RERANK_NAMES)
         _one_of("ralm.word_count", self.word_count, WORD_COUNT_RULES)
         _one_of("ralm.stream", self.stream, STREAMS)
         if isinstance(self.window_bos, str) and self.window_bos != "auto":
@@ -52,6 +60,88 @@ class RalmSettings:
     def window_bos_for(self, model_adds_bos: bool) -> bool:
         """`auto`: a BOS over position 0 of document-less windows iff the model adds one."""
         return bool(model_adds_bos) if self.window_bos == "auto" else bool(self.window_bos)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """One language-modelling run's settings: the `ralm.*` node with what the run adds to it,
+    resolved once (RunSettings.of). The evaluation loop, the document sources and the results
+    row (`row`) read only this object."""
+
+    ralm: RalmSettings
+    rerank: Rerank                # the variant ralm.rerank names
+    retrieval_stride: int         # ralm.retrieval_stride, null = the evaluation stride
+    window_bos: bool              # ralm.window_bos, `auto` resolved against the model
+    retrieval_file: str | None    # retrieval.from_file or ralm.retrieval_file
+    seed: int
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    @classmethod
+    def of(cls, ralm: RalmSettings, *, seed: int, batch_size: int, model_adds_bos: bool,
+           from_file: str | None) -> RunSettings:
+        """`from_file` is `retrieval.from_file`, the short form of ralm.retrieval_file."""
+        own = ralm.retrieval_file
+        if from_file and own and str(from_file) != str(own):
+            raise ConfigError("retrieval.from_file and ralm.retrieval_file name different "
+                              "files; set one.")
+        every = ralm.retrieval_stride
+        return cls(ralm=ralm, rerank=variant(ralm.rerank),
+                   retrieval_stride=int(every if every is not None else ralm.stride),
+                   window_bos=ralm.window_bos_for(model_adds_bos),
+                   retrieval_file=from_file or own, seed=int(seed), batch_size=int(batch_size))
+
+    def check(self) -> None:
+        """Settings that cannot work together (each alone passed its own check)."""
+        r, v = self.ralm, self.rerank
+        if r.k < 1:
+            raise ConfigError(f"ralm.k={r.k} must be >= 1.")
+        if v.retrieves and r.doc_max_tokens + r.stride + v.window_extra(r.rerank_tokens) \
+                >= r.max_length:
+            extra = f" + rerank_tokens ({r.rerank_tokens})" if v.ranks_prefix else ""
+            raise ConfigError(
+                f"ralm.doc_max_tokens ({r.doc_max_tokens}) + stride ({r.stride}){extra}"
+                f" must be below ralm.max_length ({r.max_length}): the document would "
+                f"overwrite scored tokens.")
+        if self.retrieval_stride < r.stride:
+            raise ConfigError(f"ralm.retrieval_stride={self.retrieval_stride} is below "
+                              f"ralm.stride={r.stride}: every evaluation window already "
+                              f"retrieves; set retrieval_stride >= stride.")
+
+    def row(self, *, model_adds_bos: bool, scorer_name: str,
+            corpus_name: str | None) -> dict[str, Any]:
+        """Everything that changes the number, for the results row (column names and values
+        as the committed rows have them). `scorer_name`: the zero-shot scoring LM (the
+        evaluated one unless scorer=...)."""
+        r, v = self.ralm, self.rerank
+        return {
+            "stride": r.stride, "retrieval_stride": self.retrieval_stride,
+            "query_len": r.query_len, "query_clean_spaces": r.query_clean_spaces,
+            "max_length": r.max_length, "doc_max_tokens": r.doc_max_tokens,
+            **v.row(r.k, r.rerank_tokens, scorer_name),
+            "word_count": r.word_count, "stream": r.stream, "add_bos": bool(model_adds_bos),
+            "window_bos": self.window_bos, "retrieval_file": self.retrieval_file,
+            "forbidden_titles": str(r.forbidden_titles),
+            "corpus": corpus_name if v.searches and not self.retrieval_file else None,
+        }
+
+
+def settings_from_defaults(values: Mapping[str, Any], *, seed: int, batch_size: int,
+                           model_adds_bos: bool) -> RunSettings:
+    """RunSettings outside a composed config (tests, benchmarks, scripts): the `ralm` node of
+    conf/ralm/base.yaml, where the defaults live, with `values` over it."""
+    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm)
+    assert isinstance(node, dict)
+    node.pop("_target_", None)
+    known = {f.name for f in fields(RalmSettings)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ConfigError(f"{unknown} are not settings of RalmSettings; use {sorted(known)}.")
+    ralm = RalmSettings(**{**node, **values})
+    return RunSettings.of(ralm, seed=seed, batch_size=batch_size,
+                          model_adds_bos=model_adds_bos, from_file=None)
 
 
 @dataclass(frozen=True)
@@ -68,15 +158,26 @@ class QASettings:
     batch_size: int = field(metadata=limits(min=1))  # official: 1; >1 batches with left padding
 
     def __post_init__(self) -> None:
-        if int(self.num_docs) < 0:
+        if self.num_docs < 0:
             raise ConfigError(f"qa.num_docs={self.num_docs} must be >= 0.")
+        if self.batch_size < 1:
+            raise ConfigError(f"qa.batch_size={self.batch_size} must be >= 1.")
         _one_of("qa.doc_source", self.doc_source, ("auto", "dataset", "retrieve"))
         _one_of("qa.strip_prompt", self.strip_prompt, ("tokens", "chars"))
         _one_of("qa.prompt_bos", str(self.prompt_bos).lower(),
                 ("tokenizer", "model", "true", "false"))
 
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    def row(self, *, doc_source: str, prompt_max_tokens: int,
+            n_examples: int) -> dict[str, Any]:
+        """The results row's QA settings (column names and values as the committed rows have
+        them): what changes the numbers, with where the documents came from and the prompt
+        budget (the model's context size minus qa.context_margin)."""
+        return {"num_docs": self.num_docs, "doc_source": doc_source,
+                "normalize_question": self.normalize_question,
+                "max_new_tokens": self.max_new_tokens, "prompt_max_tokens": prompt_max_tokens,
+                "strip_prompt": self.strip_prompt, "prompt_bos": self.prompt_bos,
+                "qa_batch_size": self.batch_size, "decoding": "greedy",
+                "n_examples": n_examples}
 
 
 @dataclass(frozen=True)

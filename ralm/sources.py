@@ -1,5 +1,5 @@
 """Where each evaluation window's documents come from: the evaluated articles themselves
-(`rerank=gold`), an official-format retrieval file, or a retriever over the corpus (with the
+(a variant that retrieves without searching: `rerank=gold`), an official-format retrieval file, or a retriever over the corpus (with the
 near-duplicate filter); and the zero-shot ranking by a second LM (paper Table 3)."""
 from __future__ import annotations
 
@@ -14,11 +14,14 @@ from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.retrieval.base import Retriever
+from ragrepro.retrieval.neardup import NearDupFilter
 from ragrepro.tracking import Run
 
 from . import official_format as off
 from .documents import hit_dict
-from .engine import DocSource, EvalSettings
+from .engine import DocSource
+from .gold import GoldSource
+from .settings import RunSettings
 from .windows import Window, make_windows
 
 if TYPE_CHECKING:
@@ -67,7 +70,7 @@ class Documents:
     exclude: list[str] = field(default_factory=list)
 
 
-def file_source(rfile: str, s: EvalSettings, streams: list[list[int]],
+def file_source(rfile: str, s: RunSettings, streams: list[list[int]],
                 stream_mode: str) -> FileSource:
     """An official retrieval file, checked against this run's texts and windows."""
     entries = off.read_file(rfile)
@@ -75,8 +78,9 @@ def file_source(rfile: str, s: EvalSettings, streams: list[list[int]],
         raise ConfigError(f"retrieval file {rfile} holds {len(entries)} texts, this run "
                           f"{len(streams)} (ralm.stream={stream_mode}, and `limit`).")
     for i, (st, ent) in enumerate(zip(streams, entries)):
-        off.check_windows(rfile, ent, make_windows(len(st), s.max_length, s.stride),
-                          s.stride, s.max_length, len(st), i)
+        r = s.ralm
+        off.check_windows(rfile, ent, make_windows(len(st), r.max_length, r.stride),
+                          r.stride, r.max_length, len(st), i)
     return FileSource(rfile, entries)
 
 
@@ -85,8 +89,6 @@ def near_dup_filter(on: bool, ngram: int, threshold: float, texts: Sequence[str]
     texts exceeds ralm.near_dup_threshold (ragrepro/retrieval/neardup.py)."""
     if not on:
         return None
-    from ragrepro.retrieval.neardup import NearDupFilter
-
     return NearDupFilter(texts, n=int(ngram), threshold=float(threshold))
 
 
@@ -95,19 +97,19 @@ def build_retriever(retriever: Deferred, corpus: Deferred) -> Retriever:
     return retriever.build(corpus=corpus.build())
 
 
-def document_source(run: Run, s: EvalSettings, docs: list[LMDoc], streams: list[list[int]],
-                    decode: Callable[[list[int]], str], stream_mode: str, rfile: str | None,
+def document_source(run: Run, s: RunSettings, docs: list[LMDoc], streams: list[list[int]],
+                    decode: Callable[[list[int]], str],
                     search: Callable[[], tuple[Retriever, Any]],
                     exclude: list[str]) -> Documents:
     """Gold articles, an official retrieval file or a retriever (`search()` builds it and the
-    near-duplicate filter; it is not called for `rerank=none`, so nothing is indexed)."""
-    if s.rerank == "none":
+    near-duplicate filter; it is not called for a variant that does not search, so nothing is
+    indexed)."""
+    v, rfile, stream_mode = s.rerank, s.retrieval_file, s.ralm.stream
+    if not v.retrieves:
         return Documents()
-    if s.rerank == "gold":
-        from .gold import GoldSource
-
+    if not v.searches:
         if rfile:
-            raise ConfigError("ralm.rerank=gold uses the evaluated articles as documents; "
+            raise ConfigError(f"ralm.rerank={v.name} uses the evaluated articles as documents; "
                               "drop retrieval.from_file / ralm.retrieval_file.")
         return Documents(GoldSource(docs, streams, decode, joined=stream_mode == "joined"),
                          {"name": "gold"})
@@ -116,25 +118,27 @@ def document_source(run: Run, s: EvalSettings, docs: list[LMDoc], streams: list[
             return Documents(file_source(rfile, s, streams, stream_mode),
                              {"from_file": str(rfile)}, exclude=exclude)
         retriever, near_dup = search()
-        return Documents(RetrieverSource(retriever, s.k, exclude, near_dup),
+        return Documents(RetrieverSource(retriever, s.ralm.k, exclude, near_dup),
                          retriever.settings(), near_dup, exclude)
 
 
-def other_zeroshot(scorer: LM, lm: LM, s: EvalSettings,
+def other_zeroshot(scorer: LM, lm: LM, s: RunSettings,
                    encode_doc_scorer: Callable[[dict], list[int]]):
     """Zero-shot ranking with a scoring LM that is not the evaluated one (paper Table 3):
     the window's prefix is decoded and re-encoded with the scorer's tokenizer, the document
     overwrites its first positions, and the last s' scorer tokens are scored."""
+    tokens = s.ralm.rerank_tokens
+
     def nlls(stream: Sequence[int], window: Window, docs: list[dict]) -> list[float]:
         ctx = scorer.encode(lm.decode(stream[window.begin:window.target_start]), add_bos=False)
         rows, starts = [], []
         for d in docs:
             dt = encode_doc_scorer(d)
-            if len(dt) + s.rerank_tokens > len(ctx):
+            if len(dt) + tokens > len(ctx):
                 raise ConfigError("the scorer's document covers the tokens it should rank; "
                                   "lower ralm.doc_max_tokens or ralm.rerank_tokens.")
             rows.append(list(dt) + list(ctx[len(dt):]))
-            starts.append(len(ctx) - s.rerank_tokens)
+            starts.append(len(ctx) - tokens)
         return [-float(np.sum(lp)) for lp in scorer.score_targets(rows, starts, s.batch_size)]
 
     return nlls

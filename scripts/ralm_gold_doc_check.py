@@ -27,7 +27,8 @@ def main(argv: list[str] | None = None) -> None:
     from ragrepro.data.vital import lm_docs
     from ragrepro.named_configs import load_model
     from ralm.documents import doc_encoder
-    from ralm.engine import EvalSettings, StreamEval
+    from ralm.engine import StreamEval
+    from ralm.settings import settings_from_defaults
 
     lm, _ = load_model(args.model, "float32", "auto")
     docs = lm_docs("test")[: args.limit]
@@ -50,10 +51,11 @@ def main(argv: list[str] | None = None) -> None:
 
     results = {}
     for mode in ("none", "first"):
-        s = EvalSettings(max_length=args.max_length, stride=args.stride,
-                         retrieval_stride=args.stride, query_len=32,
-                         doc_max_tokens=args.doc_max_tokens, k=1, rerank=mode, rerank_tokens=16,
-                         window_bos=bool(lm.add_bos))
+        s = settings_from_defaults(
+            {"max_length": args.max_length, "stride": args.stride,
+             "retrieval_stride": args.stride, "query_len": 32,
+             "doc_max_tokens": args.doc_max_tokens, "k": 1, "rerank": mode, "rerank_tokens": 16,
+             "window_bos": bool(lm.add_bos)}, seed=0, batch_size=8, model_adds_bos=lm.add_bos)
         recs = StreamEval(lm, s, Gold(), doc_encoder(lm, args.doc_max_tokens, lm.add_bos),
                           bos_id=lm.bos_id).run(ids)
         results[mode] = math.exp(sum(r["nll_sum"] for r in recs) / text.count(" "))

@@ -8,7 +8,7 @@ import torch
 
 from benchmarks.ralm_throughput import FixedDocs, production_nll, workload
 from ragrepro.models.lm import LM
-from ralm.engine import EvalSettings
+from ralm.settings import settings_from_defaults
 from ralm.official_loop import official_doc_ids, official_eval
 from ralm.windows import make_windows
 
@@ -53,9 +53,10 @@ DOCS = [{"id": "a", "title": "Nile", "text": "The Nile flows north into the sea.
 
 
 def settings(rerank, stride, k=3):
-    return EvalSettings(max_length=L, stride=stride, retrieval_stride=stride, query_len=16,
-                        doc_max_tokens=DOC_MAX, k=k, rerank=rerank, rerank_tokens=RANK,
-                        window_bos=False, batch_windows=4, batch_size=3)
+    return settings_from_defaults(
+        {"max_length": L, "stride": stride, "retrieval_stride": stride, "query_len": 16,
+         "doc_max_tokens": DOC_MAX, "k": k, "rerank": rerank, "rerank_tokens": RANK,
+         "window_bos": False, "batch_windows": 4}, seed=0, batch_size=3, model_adds_bos=False)
 
 
 @pytest.mark.parametrize("stride", [5, 16])
@@ -119,9 +120,10 @@ def test_official_loop_equals_production_smollm(smollm):
             "comparison to the Nile. The river system originates in the Andes and drains into "
             "the Atlantic Ocean near the city of Belem in Brazil, after passing Manaus.")
     stream = smollm.encode(text)
-    s = EvalSettings(max_length=40, stride=8, retrieval_stride=8, query_len=16,
-                     doc_max_tokens=12, k=3, rerank="zeroshot", rerank_tokens=8,
-                     window_bos=False)
+    s = settings_from_defaults(
+        {"max_length": 40, "stride": 8, "retrieval_stride": 8, "query_len": 16,
+         "doc_max_tokens": 12, "k": 3, "rerank": "zeroshot", "rerank_tokens": 8,
+         "window_bos": False}, seed=0, batch_size=8, model_adds_bos=False)
     windows = make_windows(len(stream), 40, 8)
     docs = {w.index: DOCS for w in windows[1:]}
     off = official_eval(smollm.model, smollm.tokenizer, torch.tensor([stream]), 40, 8,

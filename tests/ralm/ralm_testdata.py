@@ -1,4 +1,12 @@
-"""Shared test text and documents for the RALM tests."""
+"""Shared test text, documents and settings for the RALM tests."""
+from ralm.settings import RunSettings, settings_from_defaults
+
+
+def run_settings(seed: int = 0, batch_size: int = 8, **values) -> RunSettings:
+    """A run's settings for the engine tests: conf/ralm/base.yaml's `ralm` node with `values`
+    over it (a model without BOS, so window_bos=auto is false)."""
+    return settings_from_defaults(values, seed=seed, batch_size=batch_size, model_adds_bos=False)
+
 TEXT = (
     "The Amazon River in South America is the largest river by discharge volume of water in "
     "the world, and the disputed longest river system in the world in comparison to the Nile. "

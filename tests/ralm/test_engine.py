@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 
 from ragrepro.errors import ConfigError
-from ralm.engine import EvalSettings, StreamEval
+from ralm.engine import StreamEval
 from ralm.lm_eval import aggregate
 from ralm.windows import make_windows
+from ralm_testdata import run_settings
 
 
 class FakeLM:
@@ -48,7 +49,7 @@ def settings(**kw):
             "doc_max_tokens": 4, "k": 3, "rerank": "first", "rerank_tokens": 4,
             "batch_windows": 5}
     base.update(kw)
-    return EvalSettings(**base)
+    return run_settings(**base)
 
 
 STREAM = list(range(100, 200))
@@ -136,7 +137,7 @@ def test_doc_too_long_for_the_window_is_refused():
     with pytest.raises(ConfigError, match="doc_max_tokens"):
         StreamEval(FakeLM(), settings(doc_max_tokens=28), FakeSource(), encode_doc).run(STREAM)
     with pytest.raises(ConfigError, match="retrieval_stride"):
-        settings(retrieval_stride=2).validate()
+        settings(retrieval_stride=2)
 
 
 def test_aggregate_word_and_token_ppl_share_one_nll_sum():
@@ -205,4 +206,4 @@ def test_query_clean_spaces_switch(clean, expected):
 
 
 def test_query_clean_spaces_defaults_to_the_official_behaviour():
-    assert settings().query_clean_spaces is True
+    assert settings().ralm.query_clean_spaces is True

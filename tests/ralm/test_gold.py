@@ -3,9 +3,10 @@ import pytest
 
 from ragrepro.data.records import LMDoc
 from ragrepro.errors import ConfigError
-from ralm.engine import EvalSettings, StreamEval
+from ralm.engine import StreamEval
 from ralm.gold import GoldSource, article_at, article_starts, gold_doc
 from ralm.windows import make_windows
+from ralm_testdata import run_settings
 
 DOCS = [LMDoc("A", "A\n\naaaa\n\n", "A"), LMDoc("B", "B\n\nbb\n\n", "B"),
         LMDoc("C", "C\n\ncccccc\n\n", "C")]
@@ -52,7 +53,7 @@ def test_per_document_streams_get_their_own_article_and_the_engine_inserts_it():
     lm = CharLM()
     streams = [[ord(c) for c in d.text] for d in DOCS]
     src = GoldSource(DOCS, streams, lm.decode, joined=False)
-    s = EvalSettings(max_length=6, stride=2, retrieval_stride=2, query_len=2, doc_max_tokens=2,
+    s = run_settings(max_length=6, stride=2, retrieval_stride=2, query_len=2, doc_max_tokens=2,
                      k=1, rerank="gold", rerank_tokens=1)
     recs = StreamEval(lm, s, src, lambda d: [1, 2], text_index=2).run(streams[2])
     with_doc = [r for r in recs if r.get("doc_rank") is not None]

@@ -7,10 +7,10 @@ cross-entropy of the s' tokens before the target (zero-shot) or of the targets (
 [num_docs, L] pass. float32, smollm2-135m, a fixed list of three documents per window."""
 import pytest
 import torch
-from ralm_testdata import DOCS, TEXT
+from ralm_testdata import DOCS, TEXT, run_settings
 
 from ralm.documents import doc_encoder
-from ralm.engine import EvalSettings, StreamEval
+from ralm.engine import StreamEval
 
 L = 64
 DOC_MAX = 24
@@ -87,7 +87,7 @@ class FixedDocs:
 
 
 def production(lm, ids, stride, strategy):
-    s = EvalSettings(max_length=L, stride=stride, retrieval_stride=stride, query_len=32,
+    s = run_settings(max_length=L, stride=stride, retrieval_stride=stride, query_len=32,
                      doc_max_tokens=DOC_MAX, k=len(DOCS), rerank=strategy,
                      rerank_tokens=RANK_TOKENS, batch_windows=16, batch_size=8)
     ev = StreamEval(lm, s, None if strategy == "none" else FixedDocs(),

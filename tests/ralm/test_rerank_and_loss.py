@@ -35,7 +35,7 @@ def test_random_choice_is_seeded_per_retrieval_and_roughly_uniform():
 
 def test_unknown_strategy_is_named():
     with pytest.raises(ConfigError, match="zeroshot"):
-        rr.check_strategy("zero-shot")
+        rr.variant("zero-shot")
 
 
 def test_eq9_loss_against_hand_computation():

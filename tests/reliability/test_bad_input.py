@@ -6,7 +6,8 @@ import pytest
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError, DataError, NumericsError, OfflineError
 from ragrepro.retrieval.corpus import Corpus
-from ralm.engine import EvalSettings, StreamEval
+from ralm.engine import StreamEval
+from ralm.settings import settings_from_defaults
 from ralm.windows import make_windows
 
 
@@ -14,7 +15,7 @@ def _settings(**kw):
     base = {"max_length": 32, "stride": 4, "retrieval_stride": 4, "query_len": 6,
             "doc_max_tokens": 4, "k": 3, "rerank": "none", "rerank_tokens": 4}
     base.update(kw)
-    return EvalSettings(**base)
+    return settings_from_defaults(base, seed=0, batch_size=8, model_adds_bos=False)
 
 
 class NaNLM:
