@@ -8,8 +8,8 @@ import torch
 
 from benchmarks.ralm_throughput import FixedDocs, production_nll, workload
 from ragrepro.models.lm import LM
-from ralm.settings import settings_from_defaults
 from ralm.official_loop import official_doc_ids, official_eval
+from ralm.settings import settings_from_defaults
 from ralm.windows import make_windows
 
 L, DOC_MAX, RANK = 48, 12, 8

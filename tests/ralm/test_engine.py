@@ -2,12 +2,12 @@
 reuse with a larger retrieval stride, resume, and the per-window records."""
 import numpy as np
 import pytest
+from ralm_testdata import run_settings
 
 from ragrepro.errors import ConfigError
 from ralm.engine import StreamEval
 from ralm.lm_eval import aggregate
 from ralm.windows import make_windows
-from ralm_testdata import run_settings
 
 
 class FakeLM:

@@ -1,12 +1,12 @@
 """The gold-document upper bound: which article a window gets, and that the engine inserts it."""
 import pytest
+from ralm_testdata import run_settings
 
 from ragrepro.data.records import LMDoc
 from ragrepro.errors import ConfigError
 from ralm.engine import StreamEval
 from ralm.gold import GoldSource, article_at, article_starts, gold_doc
 from ralm.windows import make_windows
-from ralm_testdata import run_settings
 
 DOCS = [LMDoc("A", "A\n\naaaa\n\n", "A"), LMDoc("B", "B\n\nbb\n\n", "B"),
         LMDoc("C", "C\n\ncccccc\n\n", "C")]

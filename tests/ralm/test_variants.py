@@ -10,12 +10,12 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
+from ralm_testdata import run_settings
 
 from ragrepro.errors import ConfigError
 from ragrepro.paths import CONF_DIR, REPO_ROOT
 from ralm import rerank as rr
 from ralm.settings import RunSettings
-from ralm_testdata import run_settings
 
 TABLE1_CSV = REPO_ROOT / "results" / "ralm" / "table1.csv"
 ROW_KEYS = ("stride", "retrieval_stride", "query_len", "query_clean_spaces", "max_length",
