@@ -1,8 +1,8 @@
-"""A `pivot` results table (FilCo): rows of settings, one column per value of the pivoted
+"""The `filco.tables` results-table layout (FilCo): rows of settings, one column per value of the pivoted
 setting (Full / Psg / FilCo / Silver, a silver measure, top-k), each of our numbers with its
 95% CI over the questions, FilCo − Full as a paired test, and the paper's numbers beside
-them (ragrepro.report.pivot_paper). Labels, orders and column maps come from the spec
-(conf/report/results/filco/)."""
+them (filco.pivot_paper). Labels, orders and column maps come from the spec
+(the `results:` parts of conf/report/tables/filco/)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -81,7 +81,7 @@ def _paper_cells(spec: dict[str, Any], paper: Grid | None, key: dict[str, str]) 
 
 
 def _verdict(spec: dict[str, Any], cells: dict[str, Row]) -> str:
-    """The row's reproduction verdict (ragrepro.report.pivot_paper.pivot_verdict): each
+    """The row's reproduction verdict (filco.pivot_paper.pivot_verdict): each
     pivoted value's run with its CI, or for a `delta` grid the paired CI of plus − minus."""
     vcells, value, delta = verdict_cells(spec), spec["value"], spec.get("delta") or {}
     if spec["paper"]["grid"] == "delta":

@@ -1,5 +1,5 @@
-"""Markdown of a `gain` results table (RALM Table 1), a pure function of its summary rows
-(ragrepro.report.gain_rows) and its spec: the table, which gains are distinguishable from
+"""Markdown of the `ralm.table1` results table (RALM Table 1), a pure function of its summary rows
+(ralm.gain_rows) and its spec: the table, which gains are distinguishable from
 zero, the settings line, code versions, the paper's grid and the headline."""
 from __future__ import annotations
 

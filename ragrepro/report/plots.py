@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_write_json
+from ..metrics.registry import MetricInfo
 from .runs import is_missing, to_float
 from .samples import interval_for
-from .spec import MetricInfo, _norm, metric_info
+from .spec import _norm, metric_info
 
 log = logging.getLogger(__name__)
 

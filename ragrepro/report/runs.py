@@ -174,12 +174,24 @@ def _finished_folders(base: Path, root: Path) -> list[Path]:
             if not _is_derived(p, root) and not p.parent.name.startswith("tmp_")]
 
 
+def _recorded_text(rec: RunRecord) -> dict[str, str]:
+    """What the run folder records (settings and scalar metrics), as the CSV writes it."""
+    values = {**rec.settings, **{k: v for k, v in rec.metrics.items()
+                                 if not isinstance(v, (dict, list))}}
+    return {k: "" if v is None else str(v) for k, v in values.items()}
+
+
 def experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
     """The runs of one experiment: its index rows in file order, then its finished folders
-    the index lacks (by run id)."""
+    the index lacks (by run id). The folder is the source of the values: where it records a
+    column of the index row (a setting or a scalar metric), its value replaces the row's copy
+    in `text`; the index keeps its bookkeeping columns and says which columns there are."""
     root = Path(root)
     runs = [r for r in (_index_record(raw, experiment, root)
                         for raw in read_csv(root / f"{experiment}.csv")) if r is not None]
+    for rec in runs:
+        recorded = _recorded_text(rec)
+        rec.text = {k: recorded.get(k, v) for k, v in rec.text.items()}
     known = {r.run_id for r in runs}
     for mpath in sorted((root / experiment).glob("*/metrics.json")):
         if mpath.parent.name.startswith("tmp_"):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sys
 import types
 
@@ -83,8 +84,6 @@ def test_tables_logged_as_wandb_tables(results, monkeypatch, capsys):
 
 
 def test_csv_row_without_folder_and_unknown_columns(results):
-    import shutil
-
     shutil.rmtree(results / "ralm/table1/r1bm25")        # folder gone, CSV row kept
     csv = results / "ralm/table1.csv"
     text = csv.read_text().splitlines()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ragrepro.report.compare import differing, flatten, main
+from ragrepro.tracking import Run
 
 
 def test_flatten_and_differing():
@@ -40,8 +41,6 @@ def test_compare_prefix_and_errors(results, capsys, caplog):
 
 
 def _qa_run(root, run_id, em):
-    from ragrepro.tracking import Run
-
     run = Run("ralm/table4", run_id, root)
     run.start()
     for i, v in enumerate(em):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ragrepro.errors import ConfigError
+from ragrepro.paths import REPO_ROOT
 from ragrepro.report import flags as fl
 
 RULES = fl.parse_rules({"flags": [
@@ -86,8 +87,6 @@ def test_a_missing_rules_file_says_where(tmp_path: Path) -> None:
 
 
 def test_docs_explain_every_flag_with_the_yaml_threshold() -> None:
-    from ragrepro.paths import REPO_ROOT
-
     doc = (REPO_ROOT / "docs" / "report.md").read_text(encoding="utf-8")
     for rule in fl.load_rules():
         row = f"| `{rule.name}` | `{rule.columns}` | >= {100 * rule.at_least:.0f}% |"

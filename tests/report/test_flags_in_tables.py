@@ -3,12 +3,19 @@ records diagnostics, naming what crossed conf/report/flags.yaml's thresholds; ab
 "0%") for runs made before the diagnostics existed."""
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
+from ragrepro.report import results_tables, run_rows
 from ragrepro.report.compare import compare_runs
-from tests.report.demo import filco, make_run
+from ragrepro.report.dashboard import _run_payload, runs_table
+from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.runs import load_runs
+from ragrepro.report.tables import build_all
+from ralm import table1
 from tests.report import table_fixtures as fx
+from tests.report.demo import filco, make_run
 
 DIAG_BAD = {"gen_answer_length": 1.0, "gen_answer_empty": 0.25, "gen_answer_eos": 0.0}
 DIAG_OK = {"gen_answer_length": 0.0, "gen_answer_empty": 0.0, "gen_answer_eos": 1.0}
@@ -23,8 +30,6 @@ def _qa_tree(root: Path) -> list:
 
 
 def test_paper_table_rows_name_their_flags(tmp_path: Path) -> None:
-    from ragrepro.report.tables import build_all
-
     root = tmp_path / "results"
     _qa_tree(root)
     built = {t.name: t for t in build_all(root, names=["filco/table5", "filco/fig4"])}
@@ -41,16 +46,11 @@ def test_paper_table_rows_name_their_flags(tmp_path: Path) -> None:
 
 
 def test_a_table_without_diagnostics_has_no_flags_column(results: Path) -> None:
-    from ragrepro.report.tables import build_all
-
     (t1,) = build_all(results, names=["ralm/table1"])
     assert "Flags" not in t1.paths["md"].read_text(encoding="utf-8")
 
 
 def test_runs_layout_table_gets_a_flags_column_only_with_diagnostics() -> None:
-    from ragrepro.report import run_rows
-    from ragrepro.report.result_specs import load_result_spec
-
     spec = load_result_spec("riches/main")
     rows = [{"riches_method": m, "f1_squad": f, "n": "2", "model": "m", "dataset": "d",
              **extra} for m, f, extra in (("riches", "0.5", {"gen_answer_length": "0.0"}),
@@ -64,12 +64,6 @@ def test_runs_layout_table_gets_a_flags_column_only_with_diagnostics() -> None:
 
 
 def test_gain_table_shows_flags_and_renders_the_same_from_its_csv(tmp_path: Path) -> None:
-    import json
-
-    from ragrepro.report import results_tables
-    from ragrepro.report.result_specs import load_result_spec
-    from ralm import table1
-
     root = tmp_path / "results"
     fx.ralm_runs(root)
     p = root / "ralm/table1/b/metrics.json"
@@ -97,8 +91,6 @@ def test_compare_lists_each_runs_flags(tmp_path: Path) -> None:
 
 
 def test_dashboard_runs_table_has_flags_and_links_to_samples(tmp_path: Path) -> None:
-    from ragrepro.report.dashboard import _run_payload, runs_table
-
     root = tmp_path / "results"
     runs = _qa_tree(root)
     payload = [_run_payload(r, root, root) for r in runs]
@@ -111,10 +103,6 @@ def test_dashboard_runs_table_has_flags_and_links_to_samples(tmp_path: Path) -> 
 
 
 def test_pivot_table_names_the_flagged_pivoted_run(tmp_path: Path) -> None:
-    import csv
-
-    from ragrepro.report import results_tables
-
     root = tmp_path / "results"
     fx.filco_runs(root)
     path = root / "filco" / "fig4.csv"

@@ -5,8 +5,9 @@ from ragrepro.report.build import build_report
 from ragrepro.report.grid import grid_cell, grid_html
 from ragrepro.report.runs import load_runs
 from ragrepro.report.table_stats import RowStats
-from ragrepro.report.tables import NOT_RUN, TableRow
+from ragrepro.report.tables import NOT_RUN, TableRow, build_all
 from ralm import table1
+from tests.report.demo import make_run, ralm
 
 
 def _row(row, col, status="ok", ours=None, paper=None, **kw):
@@ -69,9 +70,6 @@ def test_runs_sharing_a_paper_cell_are_labelled_by_what_differs():
 
 
 def test_runs_sharing_a_cell_get_a_label_from_every_recorded_setting(results):
-    from tests.report.demo import make_run, ralm
-    from ragrepro.report.tables import build_all
-
     # the same cell as r1bm25, differing only in a setting the table does not show
     make_run(results, "ralm/table1", "r1bm25b", ralm("smollm2-135m", "bm25", "first",
                                                      retrieval_stride=8),

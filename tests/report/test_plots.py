@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
 from ragrepro.report.build import build_report
-from tests.report.demo import make_run, ralm
 from ragrepro.report.plots import plot_data
 from ragrepro.report.runs import load_runs
 from ragrepro.report.spec import load_metric_infos, load_plot_specs
+from ragrepro.tracking import Run
+from tests.report.demo import make_run, ralm
 
 
 def _spec(name):
@@ -66,10 +68,6 @@ def test_percent_metrics_are_scaled_and_bars_work(tmp_path):
 
 
 def test_single_run_points_carry_their_95_ci_as_error_bars(tmp_path):
-    import math
-
-    from ragrepro.tracking import Run
-
     root = tmp_path / "results"
     for stride, nlls in ((2, [30.0, 50.0]), (4, [40.0, 40.0])):
         run = Run("ralm/fig5", f"s{stride}", root)

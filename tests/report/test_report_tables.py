@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.report.demo import filco, make_run, ralm
-from ragrepro.report.paper import paper_table
+from ragrepro.report.paper import paper_table, papers
+from ragrepro.report.results_tables import main
 from ragrepro.report.runs import load_runs
 from ragrepro.report.spec import derive_key, load_metric_infos, load_table_specs
-from ragrepro.report.results_tables import main
 from ragrepro.report.tables import build_all, build_table
+from tests.report.demo import filco, make_run, ralm
 
 
 def _spec(name: str) -> dict:
@@ -154,8 +154,6 @@ def test_files_and_cli(results, capsys):
 
 
 def test_every_spec_loads_and_names_a_paper_table():
-    from ragrepro.report.paper import papers
-
     specs = load_table_specs()
     names = {s["name"] for s in specs}
     for paper, info in papers().items():

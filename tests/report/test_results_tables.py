@@ -10,10 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from filco.pivot import shown_path
+from ragrepro.errors import ConfigError
 from ragrepro.paths import REPO_ROOT
-from ragrepro.report import results_tables
-from ragrepro.report.result_specs import load_result_spec
+from ragrepro.report import results_tables, run_rows
+from ragrepro.report.result_specs import load_result_spec, result_spec_names
 from ralm import table1
+from ralm.gain_render import time_line
 from tests.report import table_fixtures as fx
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -95,8 +98,6 @@ def test_ragrepro_table_builds_both_parts_of_one_spec(root: Path) -> None:
 
 
 def test_ragrepro_table_refuses_an_unknown_name(root: Path) -> None:
-    from ragrepro.errors import ConfigError
-
     with pytest.raises(ConfigError, match=r"No table \['ralm/nope'\].*Known tables: .*ralm/table1"):
         results_tables.main(["ralm/nope", "--results", str(root)])
 
@@ -104,9 +105,6 @@ def test_ragrepro_table_refuses_an_unknown_name(root: Path) -> None:
 def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
     """A new table needs only its YAML: a RICHES-style table over another `by` column, from
     a spec folder of its own; an unknown field is refused."""
-    from ragrepro.errors import ConfigError
-    from ragrepro.report import run_rows
-    from ragrepro.report.result_specs import load_result_spec
 
     demo = tmp_path / "tables" / "demo"
     demo.mkdir(parents=True)
@@ -127,8 +125,6 @@ def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
 
 
 def test_every_results_spec_loads() -> None:
-    from ragrepro.report.result_specs import result_spec_names
-
     names = result_spec_names()
     assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
@@ -138,8 +134,6 @@ def test_every_results_spec_loads() -> None:
 
 
 def test_time_line_sums_the_stage_timings() -> None:
-    from ralm.gain_render import time_line
-
     rows = [{"model": "m", "rerank": "none", "wall_s": 30.0},
             {"model": "m", "rerank": "first", "wall_s": 90.4}]
     assert time_line(rows, "rerank") == ("Time per cell (s, sum of the run's stage timings): "
@@ -147,8 +141,6 @@ def test_time_line_sums_the_stage_timings() -> None:
 
 
 def test_committed_tables_name_their_source_relative_to_the_repository(tmp_path, monkeypatch):
-    from filco.pivot import shown_path
-
     monkeypatch.chdir(tmp_path)
     assert shown_path(tmp_path / "results" / "filco" / "fig4.csv") == "results/filco/fig4.csv"
     outside = tmp_path.parent / "elsewhere" / "fig4.csv"

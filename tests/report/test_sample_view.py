@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ragrepro.errors import ConfigError
 from ragrepro.generation import record
 from ragrepro.report import sample_view as sv
 from ragrepro.tracking import Run
@@ -107,8 +108,6 @@ def test_render_filters_runs_by_settings_and_prefix(root: Path) -> None:
 
 
 def test_unknown_experiment_or_setting_is_a_clear_error(root: Path) -> None:
-    from ragrepro.errors import ConfigError
-
     with pytest.raises(ConfigError, match="Experiments with runs: filco/fig4, ralm/table4"):
         sv.render(root, "ralm/table9", {}, sv.Filters())
     with pytest.raises(ConfigError, match="records the setting 'methd'; filter on one of"):

@@ -7,12 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from filco.pivot_paper import pivot_verdict, verdict_cells
 from ragrepro.errors import ConfigError
 from ragrepro.report import verdict as v
-from ragrepro.report.paper import PaperNumber, lookup, table_recorded
+from ragrepro.report.paper import PaperNumber, lookup, paper_table, table_recorded
 from ragrepro.report.result_specs import load_result_spec
+from ragrepro.report.runs import load_runs
+from ragrepro.report.spec import load_metric_infos, load_table_specs
+from ragrepro.report.tables import build_table
 from ralm.gain_render import row_verdicts
 from ralm.table1 import read_gain_summary
+from tests.report.demo import make_run, ralm
 
 PPL = v.Margin("relative", 0.05)     # paper 20.0 -> band [19.0, 21.0]
 EM = v.Margin("absolute", 3.0)       # paper 28.0 -> band [25.0, 31.0]
@@ -178,8 +183,6 @@ def _filco(setting: str, k: int = 5, **over: object) -> dict:
 
 
 def test_pivot_verdict_per_pivoted_value():
-    from filco.pivot_paper import pivot_verdict, verdict_cells
-
     spec = load_result_spec("filco/table5")
     cells = verdict_cells(spec)
     # paper NQ top-5: Full 47.6 -> band [44.6, 50.6]; Psgs 52.9 -> [49.9, 55.9]
@@ -198,8 +201,6 @@ def test_pivot_verdict_per_pivoted_value():
 
 
 def test_pivot_verdict_of_a_delta_uses_the_paired_interval():
-    from filco.pivot_paper import pivot_verdict, verdict_cells
-
     spec = load_result_spec("filco/fig4")
     cells = verdict_cells(spec)
     row = {"scale": "paper", "generator": "llama2-7b", "k": 1, "eval_limit": None,
@@ -215,11 +216,6 @@ def test_paper_table_rows_carry_the_verdict(tmp_path: Path):
     """`ragrepro table`: a paper-scale run with every recorded setting of its cell gets the
     rule's answer (no per-sample records here: inconclusive, no CI); one setting off names
     it; the mini demo runs are not comparable."""
-    from tests.report.demo import make_run, ralm
-    from ragrepro.report.paper import paper_table
-    from ragrepro.report.runs import load_runs
-    from ragrepro.report.spec import load_metric_infos, load_table_specs
-    from ragrepro.report.tables import build_table
 
     paper = {"scale": "paper", "limit": None, "dataset": "wikitext-103", "retrieval_stride": 4,
              "rerank_tokens": 16, "scorer_model": "gpt2-small"}
