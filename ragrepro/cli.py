@@ -2,11 +2,18 @@
 Hydra (`-m` sweeps); `ragrepro compare|table|report ...` are plain subcommands."""
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
 
+import hydra
+from omegaconf import DictConfig
+
+from .configcheck import check_config, check_overrides
+from .errors import ConfigError, RagreproError
 from .paths import CONF_DIR
+from .validate import check_values
 
 log = logging.getLogger("ragrepro")
 
@@ -27,20 +34,13 @@ def _offline_defaults() -> None:
 
 
 def _hydra_main() -> None:
-    import hydra
-    from omegaconf import DictConfig
-
-    from .errors import RagreproError
-
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _run(cfg: DictConfig) -> float | None:
-        from .configcheck import check_config
-        from .validate import check_values
-
         quiet_loaders()
         try:
             check_values(cfg)  # every value's type and range, before torch or a model loads
             check_config(cfg)
+            # deferred: runner imports torch (seconds); config errors are reported before
             from .runner import execute
 
             metrics = execute(cfg)
@@ -85,17 +85,12 @@ def _user_error(e: BaseException, kind: type) -> BaseException | None:
 def main() -> None:
     _offline_defaults()
     if len(sys.argv) > 1 and sys.argv[1] in SUBCOMMANDS:
-        import importlib
-
         name = sys.argv.pop(1)
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         quiet_loaders()
         module, func = SUBCOMMANDS[name].split(":")  # hydra's get_method cannot read "a.b:c"
         getattr(importlib.import_module(module), func)(sys.argv[1:])
         return
-    from .configcheck import check_overrides
-    from .errors import ConfigError
-
     try:
         check_overrides(sys.argv[1:])
     except ConfigError as e:

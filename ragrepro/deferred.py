@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 
@@ -37,8 +38,6 @@ class Deferred:
 
     def build(self, **kwargs: Any) -> Any:
         """The component, with `kwargs` added to (or replacing) the config's arguments."""
-        from hydra.utils import instantiate
-
         if self.config is None:
             raise ValueError("Deferred.build() on an empty node: check `if deferred:` first.")
         return instantiate(self.config, _convert_="all", **kwargs)

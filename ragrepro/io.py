@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import fcntl
+import io
 import json
 import os
 import tempfile
@@ -137,9 +139,6 @@ def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:
 def write_rows_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
     """Rows as CSV, atomically; the header is the union of their keys in first-seen order
     (summary rows of different runs may carry different setting columns)."""
-    import csv
-    import io
-
     header: list[str] = []
     for r in rows:
         header += [k for k in r if k not in header]

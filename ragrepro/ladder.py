@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import ConfigError, DataError
+from .errors import ConfigError, DataError, unknown_name
+from .hashing import file_hash_cached
 from .io import locked
 from .paths import cache_dir
 
@@ -120,8 +121,6 @@ def installed(name: str) -> bool:
 def ladder_gguf(name: str) -> Path:
     """The verified GGUF of a ladder model, joined once into the cache."""
     if name not in LADDER:
-        from .errors import unknown_name
-
         raise unknown_name("ladder model", name, LADDER)
     spec = LADDER[name]
     target = cache_dir() / "assets" / spec.filename
@@ -136,8 +135,6 @@ def ladder_gguf(name: str) -> Path:
 
 def verify_existing(path: Path, spec: PartedFile) -> None:
     """Size and sha256 of an already joined file (the hash memoised by size and mtime)."""
-    from .models.loading import file_hash_cached
-
     check_file(path.stat().st_size, file_hash_cached(path) if path.stat().st_size == spec.size
                else "", spec.size, spec.sha256, str(path))
 

@@ -17,6 +17,7 @@ them for every cell of a config or sweep to `ragrepro-lock.yaml`; a run under th
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import re
@@ -27,7 +28,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+from huggingface_hub import constants
+from huggingface_hub.file_download import repo_folder_name
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import OmegaConf
+
+from . import assets, sources
 from .errors import ConfigError, RagreproError
+from .hashing import file_hash_cached, hash_obj
+from .paths import CONF_DIR
+from .retrieval.jvm import start_jvm
+from .sweep import sweep_cells
 
 log = logging.getLogger(__name__)
 
@@ -65,8 +78,6 @@ def hub_cache_dir() -> Path:
         return Path(env).expanduser()
     if os.environ.get("HF_HOME"):
         return Path(os.environ["HF_HOME"]).expanduser() / "hub"
-    from huggingface_hub import constants
-
     return Path(constants.HF_HUB_CACHE)
 
 
@@ -77,8 +88,6 @@ def is_commit(revision: str | None) -> bool:
 def hub_commit(repo_id: str, revision: str | None, repo_type: str = "model") -> str | None:
     """The commit hash `revision` names in the local hub cache, or None when it is not
     cached. A 40-hex revision is already a commit."""
-    from huggingface_hub.file_download import repo_folder_name
-
     revision = revision or "main"
     if is_commit(revision):
         return revision
@@ -91,9 +100,6 @@ def hub_commit(repo_id: str, revision: str | None, repo_type: str = "model") -> 
 
 def file_id(path: Path) -> str:
     """`sha256:<hex>` of a file; of a folder, a hash over its weight files' checksums."""
-    from .hashing import hash_obj
-    from .models.loading import file_hash_cached
-
     if path.is_file():
         return f"sha256:{file_hash_cached(path)}"
     files = sorted(p for p in path.rglob("*") if p.is_file())
@@ -104,9 +110,7 @@ def file_id(path: Path) -> str:
 
 def model_id(source: str, revision: str | None) -> str | None:
     """The immutable id of a model source (see the module docstring); None if not cached."""
-    from . import assets, rehearsal
-
-    standin = rehearsal.model_source(source)
+    standin = sources.current().model_source(source)
     if standin is not None:
         return file_id(Path(standin)) if Path(standin).exists() else None
     if source.startswith("embedded:"):
@@ -128,15 +132,12 @@ def model_id(source: str, revision: str | None) -> str | None:
 
 def index_id(name: str) -> str | None:
     """`md5:<hex>` of a pyserini prebuilt index (fixed per pyserini release), else None."""
-    from . import rehearsal
-
-    standin = rehearsal.prebuilt_index(name)
+    standin = sources.current().prebuilt_index(name)
     if standin is not None:
         return file_id(standin) if standin.exists() else None
     try:
-        from .retrieval.jvm import start_jvm
-
         start_jvm()  # pyserini 1.6 reads its index table from Anserini (Java)
+        # deferred: pyserini (optional, needs the JVM booted just above)
         from pyserini.prebuilt_index_info import TF_INDEX_INFO
     except Exception as e:  # noqa: BLE001 - pyserini missing or its JVM failing to start
         log.warning("Cannot resolve prebuilt index %s: pyserini unavailable (%s)", name, e)
@@ -216,8 +217,6 @@ class Lock:
 
 
 def lock_text(pins: list[Pin], configs: list[str], multirun: bool = False) -> str:
-    import yaml
-
     body = {"version": LOCK_VERSION, "configs": configs, "multirun": multirun,
             "pins": {p.entry: {"kind": p.kind, "name": p.name, "requested": p.requested,
                                "resolved": p.resolved, "keys": sorted(p.keys)}
@@ -229,8 +228,6 @@ def lock_text(pins: list[Pin], configs: list[str], multirun: bool = False) -> st
 
 
 def read_lock(path: Path) -> Lock:
-    import yaml
-
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as e:
@@ -356,12 +353,6 @@ def sweep_of(overrides: list[str], sweeper_params: Mapping[str, Any] | None
              ) -> tuple[list[str], list[list[str]]]:
     """(fixed overrides, cells): the command line's own sweeps (`model=a,b`) crossed with the
     experiment's `hydra.sweeper.params` (a key on the command line replaces the latter's)."""
-    import itertools
-
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    from .rehearsal.cells import sweep_cells
-
     parsed = OverridesParser.create().parse_overrides(overrides)
     fixed = [o.input_line for o in parsed if not o.is_sweep_override()]
     swept = {o.get_key_element(): [f"{o.get_key_element()}={v}" for v in o.sweep_string_iterator()]
@@ -375,11 +366,6 @@ def sweep_of(overrides: list[str], sweeper_params: Mapping[str, Any] | None
 
 def lock_pins(overrides: list[str], multirun: bool) -> list[Pin]:
     """The pins of every cell of a config (or of its sweep with multirun)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
-    from .paths import CONF_DIR
-
     merged: dict[str, Pin] = {}
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         fixed, cells = overrides, [[]]

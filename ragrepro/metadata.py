@@ -3,9 +3,12 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import os
 import platform
 import subprocess
 from functools import lru_cache
+
+import torch
 
 from .paths import REPO_ROOT
 
@@ -72,16 +75,9 @@ def package_versions() -> dict[str, str]:
 def machine() -> dict[str, object]:
     info: dict[str, object] = {"python": platform.python_version(), "platform": platform.platform(),
                                "processor": platform.processor() or platform.machine()}
-    try:
-        import os
-
-        import torch
-
-        info["cpu_count"] = os.cpu_count()
-        info["torch_threads"] = torch.get_num_threads()
-        info["cuda"] = torch.cuda.is_available()
-        if torch.cuda.is_available():
-            info["gpu"] = torch.cuda.get_device_name(0)
-    except ImportError:
-        pass
+    info["cpu_count"] = os.cpu_count()
+    info["torch_threads"] = torch.get_num_threads()
+    info["cuda"] = torch.cuda.is_available()
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
     return info

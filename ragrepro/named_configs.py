@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from .configcheck import group_options
@@ -44,7 +45,5 @@ def model_config(name: str, dtype: str = "float32", device: str = "cpu",
 def load_model(name: str, dtype: str = "float32", device: str = "cpu",
                conf_dir: Path = CONF_DIR) -> tuple[Any, dict[str, Any]]:
     """The LM of conf/model/<name>.yaml (instantiated) and its resolved config."""
-    from hydra.utils import instantiate
-
     cfg = model_config(name, dtype, device, conf_dir)
     return instantiate(cfg), cfg

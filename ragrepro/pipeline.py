@@ -25,6 +25,8 @@ import inspect
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from hydra.errors import InstantiationException
+from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from .errors import ConfigError
@@ -64,8 +66,6 @@ def is_legacy(fn: Any) -> bool:
 
 def pipeline_callable(cfg: DictConfig) -> Any:
     """The pipeline's target, imported (a bad path is refused before the run starts)."""
-    from hydra.utils import get_object
-
     target = pipeline_target(cfg)
     try:
         return get_object(target)
@@ -76,15 +76,11 @@ def pipeline_callable(cfg: DictConfig) -> Any:
 
 def build_pipeline(cfg: DictConfig) -> Pipeline:
     """Instantiate the pipeline node and its components (models load here)."""
-    from hydra.utils import instantiate
-
     fn = pipeline_callable(cfg)
     if is_legacy(fn):
         raise ConfigError(f"pipeline._target_ `{pipeline_target(cfg)}` takes the whole config "
                           "(`cfg`): pipelines now receive their components and typed settings "
                           "as arguments (see docs/extending.md, 'Add a method').")
-    from hydra.errors import InstantiationException
-
     try:
         return instantiate(cfg.pipeline, _convert_="object")
     except InstantiationException as e:

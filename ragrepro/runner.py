@@ -1,6 +1,7 @@
 """The life of one run: identity, skip-if-finished, pipeline call, results, W&B."""
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -8,14 +9,24 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from . import lock as locks
 from .cluster import sweep_group
 from .codeversion import announce_reuse, mixed
+from .data.hub import split_source_of
+from .dtypes import row_dtype
+from .errors import ConfigError
 from .metadata import git_state, machine, package_versions
+from .models.lm import device_type
 from .paths import results_dir
 from .pipeline import Result, build_pipeline, pipeline_callable
+from .plan import check_fits
+from .retrieval.faiss_index import config_label
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
@@ -23,8 +34,6 @@ log = logging.getLogger(__name__)
 
 
 def seed_everything(seed: int) -> None:
-    import torch
-
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)
@@ -42,23 +51,17 @@ def base_settings(cfg: DictConfig) -> dict[str, Any]:
         out["dataset"] = cfg.dataset.get("name")
         out["dataset_variant"] = cfg.dataset.get("variant")
         out["split"] = cfg.dataset.get("split")
-        from .data.hub import split_source_of
-
         source = split_source_of(cfg.dataset)  # from the dataset's split policy (its YAML)
         if source:
             out["split_source"] = source
     faiss = OmegaConf.select(cfg, "retriever.faiss", default=None)
     if faiss is not None:  # a dense retriever's FAISS index (auto as configured; docs/retrieval.md)
-        from .retrieval.faiss_index import config_label
-
         out["faiss_index"] = config_label(OmegaConf.to_container(faiss, resolve=True))
     return out
 
 
 def device_of(cfg: Any) -> str:
     """The device type this machine gives the run's model (cpu, cuda): `auto` resolved."""
-    from .models.lm import device_type
-
     model = cfg.get("model") if hasattr(cfg, "get") else None
     device = model.get("device") if isinstance(model, (dict, DictConfig)) else None
     return device_type(str(device or cfg.get("device") or "auto"))
@@ -97,14 +100,6 @@ def announce_device_reuse(run_name: str, settings: dict[str, Any], device: str) 
     return True
 
 
-def row_dtype(cfg: DictConfig) -> str | None:
-    """The dtype the model actually loads in (dtype=checkpoint resolved), for every row."""
-    dtype = cfg.get("dtype")
-    if dtype == "checkpoint":
-        return OmegaConf.select(cfg, "model.checkpoint_dtype", default=None) or dtype
-    return dtype
-
-
 def run_for(resolved: dict[str, Any]) -> Run:
     """The run (folders, CSV) a resolved config writes to; launchers use it to skip
     finished cells before submitting them."""
@@ -114,9 +109,6 @@ def run_for(resolved: dict[str, Any]) -> Run:
 
 def _sweep_dir() -> str | None:
     """The multirun folder when this run is one cell of a sweep (any launcher)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     if not HydraConfig.initialized():
         return None
     hydra_cfg = HydraConfig.get()
@@ -144,8 +136,6 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     locks.enforce(pins, lock, allow)  # a cached revision other than the lock's: refused here
     pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
     if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
-        from .plan import check_fits
-
         check_fits(cfg)  # a cell that cannot fit is refused before any download
     seed_everything(int(cfg.get("seed", 0)))
     run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
@@ -186,8 +176,6 @@ def _reuse_finished(run: Run, resolved: dict[str, Any], code: dict[str, Any], de
                     lock: Any, allow: bool) -> dict[str, Any]:
     """A finished run's metrics, announced (other code, another device type) and checked
     against the lock file when one is in force."""
-    import json
-
     name = f"{run.experiment}/{run.run_id}"
     log.info("Run %s is already finished: skipping (set overwrite=true to redo). Results: %s",
              name, run.final_dir)
@@ -206,14 +194,19 @@ def _wandb_metadata(mirror: WandbMirror, wandb_cfg: dict[str, Any]) -> dict[str,
 
 
 def _enter_rehearsal(cfg: DictConfig) -> None:
-    """Stand-ins, fixtures and results/rehearsal/ (docs/rehearsal.md); locations only."""
-    from . import rehearsal
-    from .rehearsal.config import apply
-
-    given = OmegaConf.select(cfg, "rehearsal.fixtures", default=None)
-    root = Path(str(given)) if given else rehearsal.ensure_fixtures()
-    rehearsal.activate(root)
-    apply(cfg, root, results_dir())
+    """Call the rehearsal's hook (`rehearsal.setup`, named by conf/rehearsal/cpu.yaml): it
+    installs its source resolver and points `cfg` at its fixtures and results/rehearsal/
+    (docs/rehearsal.md). Named by the config, so the runner never imports the rehearsal."""
+    target = OmegaConf.select(cfg, "rehearsal.setup", default=None)
+    if not target:
+        raise ConfigError("rehearsal.enabled=true but rehearsal.setup is empty: choose the "
+                          "config group `rehearsal=cpu` (it names ragrepro.rehearsal.enter).")
+    try:
+        setup = get_object(str(target))
+    except Exception as e:
+        raise ConfigError(f"rehearsal.setup `{target}` cannot be imported ({e}); it names a "
+                          f"function (cfg, results_dir), e.g. ragrepro.rehearsal.enter.") from e
+    setup(cfg, results_dir())
 
 
 def _mirror_safely(mirror: WandbMirror, metrics: dict[str, Any], settings: dict[str, Any],

@@ -48,8 +48,9 @@ COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "pr
                            "resources", "lock_file", "allow_unlocked"})
 # Keys added after results were committed, at the value that reproduces what ran before
 # them: left out of the hash at that value (at any depth), so existing run ids stay valid.
-# `attn_implementation: null` is transformers' own choice, which every earlier run used.
-ID_NEUTRAL = {"attn_implementation": None}
+# `attn_implementation: null` is transformers' own choice, which every earlier run used;
+# `setup` is the rehearsal's hook (conf/rehearsal/cpu.yaml), which ran before it was named.
+ID_NEUTRAL = {"attn_implementation": None, "setup": "ragrepro.rehearsal.enter"}
 # Credential-like key names only: a bare "token" substring would also hide settings such as
 # doc_max_tokens or rerank_tokens, and configs could no longer be compared.
 _SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)

@@ -1,6 +1,7 @@
 """Mirror a finished run to Weights & Biases. Never the source of truth: the CSV is."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 from pathlib import Path
@@ -34,7 +35,7 @@ class WandbMirror:
         if mode == "disabled":
             return
         try:
-            import wandb
+            import wandb  # deferred: wandb (optional, slow to import; off when disabled)
         except ImportError:
             log.warning("wandb is not installed; W&B mirroring is off (CSV is written).")
             return
@@ -52,7 +53,7 @@ class WandbMirror:
                     samples_path: Path | None, result_dir: Path) -> None:
         if self.run is None:
             return
-        import wandb
+        import wandb  # deferred: wandb (optional; installed, as __init__ found)
 
         flat = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
         self.run.summary.update(flat)
@@ -67,9 +68,7 @@ class WandbMirror:
         self.run.log_artifact(artifact)
 
     def _log_samples(self, path: Path, max_rows: int = 2000) -> None:
-        import json
-
-        import wandb
+        import wandb  # deferred: wandb (optional; installed, as __init__ found)
 
         rows = [json.loads(line) for line in path.read_text().splitlines()[:max_rows] if line]
         if not rows:

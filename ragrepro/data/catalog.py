@@ -8,22 +8,24 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from ..configcheck import group_options
+from ..named_configs import group_config
 from ..paths import CONF_DIR
 from .records import LMDoc, QARecord
 
 
 def dataset_config(name: str, conf_dir: Path = CONF_DIR) -> DictConfig:
     """conf/dataset/<name>.yaml, unresolved (an unknown name lists the choices)."""
-    from ..named_configs import group_config
 
     return group_config("dataset", name, conf_dir)
 
 
 def has_dataset(name: str, conf_dir: Path = CONF_DIR) -> bool:
     """Whether conf/dataset/<name>.yaml exists."""
-    from ..configcheck import group_options
 
     return name in group_options("dataset", conf_dir)
 
@@ -39,9 +41,6 @@ def load_named(name: str, conf_dir: Path = CONF_DIR,
                **overrides: Any) -> list[QARecord] | list[LMDoc]:
     """The records of conf/dataset/<name>.yaml with `overrides` (split, limit, hops, path, ...)
     merged in; `limit` stands for the root `limit` the YAML interpolates."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
     limit = overrides.pop("limit", None)
     node = OmegaConf.merge({"limit": limit}, {"dataset": dataset_config(name, conf_dir)},
                            {"dataset": overrides})

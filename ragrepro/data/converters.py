@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from hydra.utils import get_object
+
 from ..errors import ConfigError
 from .records import Passage, QARecord
 
@@ -76,7 +78,6 @@ def get_converter(name: str) -> Converter:
     if name in CONVERTERS:
         return CONVERTERS[name]
     if "." in name:
-        from hydra.utils import get_object
 
         try:
             fn = get_object(name)

@@ -15,8 +15,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..assets import fanoutqa_file
+from ..errors import ConfigError
 from ..io import read_json
+from .common import finish_qa
 from .records import QARecord
+from .vital import corpus_passages
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +79,6 @@ def grounded_records(questions: list[Mapping[str, Any]], leads: Mapping[str, str
 def load_fanout_grounded(split: str = "dev") -> list[QARecord]:
     """FanOutQA sub-questions grounded in the wiki-vital corpus. split: dev (only split with
     answers) or all (= dev)."""
-    from ..errors import ConfigError
-    from .vital import corpus_passages
-
     if split not in ("dev", "all", "test"):
         raise ConfigError(f"fanout-grounded split={split!r}; use dev (FanOutQA's test split "
                           f"has no public answers).")
@@ -94,7 +94,5 @@ def load_fanout_grounded(split: str = "dev") -> list[QARecord]:
 def fanout_grounded(*, name: str, task: str, variant: str | None, split: str, limit: int | None,
                     hops: int | None = None) -> list[QARecord]:
     """Loader of conf/dataset/fanout-grounded.yaml (split dev; `all` is dev too)."""
-    from .common import finish_qa
-
     records = load_fanout_grounded("dev" if split in ("dev", "all") else split)
     return finish_qa(records, name, split, limit, hops)

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, DataError
+from .common import finish_docs
 from .records import LMDoc, Passage
 
 B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
@@ -132,8 +133,6 @@ def foldoc_docs(*, name: str, task: str, variant: str | None, split: str, limit:
                 path: str | None) -> list[LMDoc]:
     """Loader of conf/dataset/foldoc.yaml: held-out entries of split dev or test, from the
     dictd files in `path` (null: $FOLDOC_DIR or /usr/share/dictd)."""
-    from .common import finish_docs
-
     return finish_docs(lm_docs(split, Path(path) if path else None), name, split, limit)
 
 

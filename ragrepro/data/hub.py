@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import rehearsal
+from .. import sources
 from ..errors import ConfigError, DataError, OfflineError
 from ..io import iter_jsonl
 from ..lock import check_loaded, hub_commit, is_commit
@@ -109,10 +109,10 @@ def commit_of_rows(rows: Any) -> str | None:
 
 def _load_hub_rows(repo: str, config: str | None, hub_split: str, instead: str,
                    revision: str | None = None) -> Any:
-    import datasets
+    import datasets  # deferred: datasets (seconds to import; only a hub dataset needs it)
 
     what = f"Dataset {repo}" + (f" ({config})" if config else "") + f" split {hub_split!r}"
-    fixture = rehearsal.hub_file(repo, config, hub_split)
+    fixture = sources.current().hub_file(repo, config, hub_split)
     if fixture is not None:  # same rows schema and split names, read from a local file
         if not fixture.exists():
             raise DataError(f"{what}: this split does not exist on the hub (no fixture "

@@ -24,11 +24,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from hydra.utils import instantiate
 
 from ..errors import ConfigError
 
@@ -154,7 +155,7 @@ class T5NLIScorer:
 
     def score_texts(self, texts: Sequence[str]) -> list[dict[str, Any]]:
         """Per input: nli_score = P("1") at step 1, and, in decode mode, the decoded string."""
-        import torch
+        import torch  # deferred: torch (the report CLI reads metrics without it)
 
         out: list[dict[str, Any]] = []
         with torch.no_grad():
@@ -195,7 +196,7 @@ class NLIClassifierScorer:
                 "autoais_threshold": self.threshold, "autoais_entail_label": self.entail_idx}
 
     def score_pairs(self, premises: Sequence[str], hyps: Sequence[str]) -> list[dict[str, Any]]:
-        import torch
+        import torch  # deferred: torch (the report CLI reads metrics without it)
 
         out: list[dict[str, Any]] = []
         with torch.no_grad():
@@ -294,6 +295,7 @@ def load_autoais(backend: str = "t5", model: str = TRUE_MODEL, mode: str = "prob
         return AutoAIS(LLMJudgeScorer(judge, cut, batch_size), passage_format)
     if backend not in ("t5", "nli"):
         raise ConfigError(f"AutoAIS backend={backend!r}; use t5, nli or llm-judge.")
+    # deferred: transformers and ragrepro.models (torch): the report CLI reads metrics
     from transformers import AutoModelForSeq2SeqLM, AutoModelForSequenceClassification
 
     from ..models.lm import DTYPES, pick_device
@@ -313,11 +315,7 @@ def load_autoais(backend: str = "t5", model: str = TRUE_MODEL, mode: str = "prob
 def _judge_lm(judge_model: Any) -> Any:
     """The judge LM from what Hydra composed: an LM, a partial (loaded only now, after the
     run's own decoding), or a plain config mapping with `_target_` (the legacy cfg path)."""
-    from collections.abc import Mapping
-
     if isinstance(judge_model, Mapping):
-        from hydra.utils import instantiate
-
         judge_model = instantiate(dict(judge_model))
     return judge_model() if callable(judge_model) and not hasattr(judge_model, "encode") \
         else judge_model

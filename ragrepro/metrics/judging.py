@@ -26,9 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
+from .. import ladder
 from ..errors import ConfigError
 from ..io import atomic_write_json, atomic_write_text, read_jsonl_tolerant
+from ..paths import CONF_DIR, results_dir
+from ..tracking import Run, append_csv_row, csv_row
 from .autoais import AttributionItem, AutoAIS, load_autoais
 
 log = logging.getLogger(__name__)
@@ -55,8 +60,6 @@ def plain(value: Any) -> Any:
 def missing_judge(options: Mapping[str, Any]) -> str | None:
     """Why the judge of `options` (load_autoais arguments) cannot load on this machine, or
     None. Only opt-in ladder weights are checked: they are the one judge a fresh clone lacks."""
-    from .. import ladder
-
     options = plain(options)
     node = options.get("judge_model") if options.get("backend") == "llm-judge" else None
     source = str((node or {}).get("source") or "") if isinstance(node, Mapping) else ""
@@ -125,10 +128,6 @@ def parse_args(argv: Sequence[str]) -> tuple[str, dict[str, str]]:
 
 def model_node(name: str, run_config: Mapping[str, Any]) -> dict[str, Any]:
     """conf/model/<name>.yaml as a partial, its ${dtype}/${device} taken from the run."""
-    from omegaconf import OmegaConf
-
-    from ..paths import CONF_DIR
-
     path = CONF_DIR / "model" / f"{name}.yaml"
     if not path.exists():
         raise ConfigError(f"judge_model={name!r}: no conf/model/{name}.yaml.")
@@ -155,8 +154,6 @@ def judge_options(recorded: Mapping[str, Any], args: Mapping[str, str],
 def judge_run(run_dir: Path, args: Mapping[str, str]) -> bool:
     """Judge one finished run folder whose judge is pending (or any, with force=true);
     returns whether it was judged."""
-    from hydra.utils import instantiate
-
     spec_path = run_dir / JUDGE_FILE
     spec = json.loads(spec_path.read_text(encoding="utf-8"))
     if spec.get("status") == JUDGED and args.get("force") != "true":
@@ -182,8 +179,6 @@ def judge_run(run_dir: Path, args: Mapping[str, str]) -> bool:
 def update_results(run_dir: Path, metrics: Mapping[str, Any],
                    settings: Mapping[str, Any]) -> None:
     """Merge the judge's numbers into metrics.json, then replace the run's CSV row."""
-    from ..tracking import Run, append_csv_row, csv_row
-
     path = run_dir / "metrics.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     finished_at = path.stat().st_mtime
@@ -205,8 +200,6 @@ def main(argv: Sequence[str]) -> None:
 
 
 def judge_experiment(argv: Sequence[str]) -> None:
-    from ..paths import results_dir
-
     experiment, args = parse_args(argv)
     root = Path(args.get("results_dir") or results_dir())
     folder = root / experiment

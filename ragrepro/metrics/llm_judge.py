@@ -106,7 +106,7 @@ def next_token_logprobs(lm: LM, prefix: Sequence[int], token_ids: Sequence[int])
     """log P(token | prefix) for each token, from one forward pass that computes the
     vocabulary logits at the last position only (the model's own head, soft-capping
     included)."""
-    import torch
+    import torch  # deferred: torch (the report CLI reads metrics without it)
 
     with torch.no_grad():
         ids = torch.tensor([list(prefix)], dtype=torch.long, device=lm.device)

@@ -10,9 +10,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..dtypes import effective_dtype
 from ..errors import ConfigError, NumericsError
 from ..generation import finish_reason
-from .loading import load_pretrained, resolve_source
+from ..lock import check_loaded, model_id
+from .loading import check_attn_implementation, load_pretrained, resolve_source
 
 log = logging.getLogger(__name__)
 
@@ -218,16 +220,6 @@ def _strip_after_eos(row: list[int], eos: int | None, pad: int) -> list[int]:
     return out
 
 
-def effective_dtype(dtype: str, checkpoint_dtype: str | None) -> str:
-    """The dtype a model is loaded in: `checkpoint` means the checkpoint's declared one."""
-    if dtype != "checkpoint":
-        return dtype
-    if not checkpoint_dtype:
-        raise ConfigError("dtype=checkpoint needs model.checkpoint_dtype (the torch_dtype in "
-                          "the checkpoint's config.json); set it or choose a dtype.")
-    return checkpoint_dtype
-
-
 def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
             dtype: str = "float32", device: str | None = "auto", revision: str | None = None,
             trust_remote_code: bool = False, device_map: str | None = None,
@@ -239,10 +231,8 @@ def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
     `attn_implementation` (eager, sdpa, flash_attention_2; None: transformers' choice) picks
     the attention kernel. What was loaded (resolved revision, device, kernel) is reported to
     ragrepro.lock, which checks it against an active lock file and gives it to the row."""
+    # deferred: transformers (seconds to import); modules that only type against LM skip it
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM
-
-    from ..lock import check_loaded, model_id
-    from .loading import check_attn_implementation
 
     dtype = effective_dtype(dtype, checkpoint_dtype)
     if dtype not in DTYPES:

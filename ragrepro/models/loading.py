@@ -12,40 +12,22 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from .. import assets
-from ..errors import ConfigError, OfflineError
-from ..hashing import hash_file
+import torch
+
+from .. import assets, sources
+from ..errors import ConfigError, OfflineError, unknown_name
+from ..hashing import file_hash_cached
 from ..io import locked
 from ..paths import cache_dir
 
 log = logging.getLogger(__name__)
 
 
-def _file_hash_cached(path: Path) -> str:
-    """sha256 of a large file, remembered by (path, size, mtime) so warm loads skip hashing."""
-    st = path.stat()
-    memo = cache_dir() / "hashes.json"
-    key = f"{path.resolve()}|{st.st_size}|{int(st.st_mtime)}"
-    table = json.loads(memo.read_text()) if memo.exists() else {}
-    if key not in table:
-        table[key] = hash_file(path)
-        # A per-process temporary name: parallel jobs writing one shared name would replace
-        # each other's file and the second os.replace would find nothing.
-        memo.parent.mkdir(parents=True, exist_ok=True)
-        tmp = memo.with_name(f"{memo.name}.tmp{os.getpid()}")
-        tmp.write_text(json.dumps(table, indent=1))
-        os.replace(tmp, memo)
-    return table[key]
-
-
-file_hash_cached = _file_hash_cached  # public name for other modules (ragrepro.ladder)
-
-
 def converted_gguf_dir(gguf_path: Path, kind: str = "causal") -> Path:
     """Dequantise a GGUF file into a transformers folder once, keyed by the file's hash."""
     if not gguf_path.exists():
         raise ConfigError(f"GGUF file {gguf_path} does not exist.")
-    digest = _file_hash_cached(gguf_path)[:16]
+    digest = file_hash_cached(gguf_path)[:16]
     out = cache_dir() / "models" / f"{gguf_path.stem}-{digest}"
     if (out / "config.json").exists() and not _has_gguf_quant_config(out / "config.json"):
         return out
@@ -80,7 +62,7 @@ def strip_gguf_quant_config(config_json: Path) -> bool:
 
 
 def _convert(gguf_path: Path, out: Path, kind: str) -> None:
-    import torch
+    # deferred: transformers (seconds to import; plan and type users of ragrepro.models skip it)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if kind != "causal":
@@ -103,18 +85,14 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:
-    """Return (what from_pretrained gets, is_local). While rehearsing, a hub id resolves to
-    its local stand-in (ragrepro/rehearsal/standins.py)."""
-    from .. import rehearsal
-
-    standin = rehearsal.model_source(source)
+    """Return (what from_pretrained gets, is_local). A substitute from the installed source
+    resolver (ragrepro.sources; the rehearsal's stand-ins) comes first."""
+    standin = sources.current().model_source(source)
     if standin is not None:
         return standin, True
     if source.startswith("embedded:"):
         name = source.split(":", 1)[1]
         if name not in assets.EMBEDDED:
-            from ..errors import unknown_name
-
             raise unknown_name("embedded model", name, assets.EMBEDDED)
         path = assets.EMBEDDED[name]()
         if path.suffix == ".gguf":
@@ -159,6 +137,7 @@ def load_pretrained(model_cls: Any, path: str, source: str, local: bool, device:
     `device_map` places it; a hub model missing offline becomes OfflineError. `common`
     (revision, trust_remote_code) goes to both from_pretrained calls; `attn_implementation`
     (None: transformers' choice) to the model's only."""
+    # deferred: transformers (seconds to import; plan and type users of ragrepro.models skip it)
     from transformers import AutoTokenizer
 
     kw: dict[str, Any] = {**common, "dtype": dtype}

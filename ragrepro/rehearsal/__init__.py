@@ -1,9 +1,10 @@
 """Rehearsal mode: run a paper-scale config on CPU with tiny stand-ins for the hub weights,
 hub-schema fixtures for the hub datasets and a small Lucene index for `wikipedia-dpr`.
 
-Switched on by the config group `rehearsal=cpu` (conf/rehearsal/cpu.yaml). While active, the
-loaders ask this module where things are: `model_source` (stand-in folders), `hub_file`
-(fixture rows in the hub layout) and `prebuilt_index` (the fixture index). Everything else,
+Switched on by the config group `rehearsal=cpu` (conf/rehearsal/cpu.yaml), whose
+`rehearsal.setup` names `enter` below: the runner calls it, and it builds the fixtures,
+installs `RehearsalSources` as the loaders' source resolver (ragrepro.sources) and points
+the config at the fixtures. Production code never imports this package; everything else,
 loaders, converters, pipelines, metrics, rows, runs as in a real run. See docs/rehearsal.md."""
 from __future__ import annotations
 
@@ -11,20 +12,51 @@ import logging
 import os
 from pathlib import Path
 
+from omegaconf import DictConfig, OmegaConf
+
+from .. import sources
+from ..data.records import Passage
+from ..io import locked
+from ..paths import CONF_DIR, cache_dir
+from ..retrieval.bm25 import build_lucene_index
+from ..retrieval.corpus import corpus_from_passages, read_dpr_tsv
+from . import fixtures
+from .config import apply
+from .standins import needs_standin, standin_dir
+
 log = logging.getLogger(__name__)
 
 FIXTURES_VERSION = 5
 PREBUILT = {"wikipedia-dpr": "index/wikipedia-dpr"}
-_ACTIVE: dict[str, Path] = {}
+
+
+class RehearsalSources:
+    """The loaders' resolver while rehearsing: stand-in folders for hub models, fixture rows
+    in the hub layout for hub datasets, the fixture index for prebuilt indexes."""
+
+    name = "rehearsal"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def model_source(self, source: str) -> str | None:
+        """The stand-in folder for a hub id (built once in the cache); None for local ones."""
+        return str(standin_dir(source, cache_dir())) if needs_standin(source) else None
+
+    def hub_file(self, repo: str, config: str | None, split: str) -> Path | None:
+        return fixtures.hub_file(self.root, repo, config, split)
+
+    def prebuilt_index(self, name: str) -> Path | None:
+        return self.root / PREBUILT[name] if name in PREBUILT else None
 
 
 def is_active() -> bool:
-    return "root" in _ACTIVE
+    return isinstance(sources.current(), RehearsalSources)
 
 
 def activate(root: Path) -> None:
     """Route hub models, datasets and prebuilt indexes to `root` (built by `ensure_fixtures`)."""
-    _ACTIVE["root"] = Path(root)
+    sources.install(RehearsalSources(root))
     # DPR-format QA files default to ${oc.env:RAGREPRO_DATA,data}/dpr/...: the fixtures.
     os.environ["RAGREPRO_DATA"] = str(root)
     log.warning("REHEARSAL mode: stand-in models and fixture data from %s; numbers are "
@@ -32,56 +64,34 @@ def activate(root: Path) -> None:
 
 
 def deactivate() -> None:
-    _ACTIVE.clear()
+    if is_active():
+        sources.reset()
 
 
 def root() -> Path:
     if not is_active():
         raise RuntimeError("rehearsal mode is not active")
-    return _ACTIVE["root"]
+    return sources.current().root  # type: ignore[attr-defined]
 
 
-def model_source(source: str) -> str | None:
-    """The stand-in folder for a hub model id while rehearsing, else None."""
-    if not is_active():
-        return None
-    from .standins import needs_standin, standin_dir
-
-    if not needs_standin(source):
-        return None
-    from ..paths import cache_dir
-
-    return str(standin_dir(source, cache_dir()))
-
-
-def hub_file(repo: str, config: str | None, split: str) -> Path | None:
-    """The fixture file holding hub rows of (repo, config, split) while rehearsing."""
-    if not is_active():
-        return None
-    from .fixtures import hub_file as path_of
-
-    return path_of(root(), repo, config, split)
-
-
-def prebuilt_index(name: str) -> Path | None:
-    """The fixture Lucene index standing in for a pyserini prebuilt index while rehearsing."""
-    if not is_active() or name not in PREBUILT:
-        return None
-    return root() / PREBUILT[name]
+def enter(cfg: DictConfig, results: Path) -> None:
+    """The runner's hook (`rehearsal.setup`): fixtures built, resolver installed, `cfg`
+    pointed at the fixtures and results/rehearsal/ (in place); locations only."""
+    given = OmegaConf.select(cfg, "rehearsal.fixtures", default=None)
+    fixture_root = Path(str(given)) if given else ensure_fixtures()
+    activate(fixture_root)
+    apply(cfg, fixture_root, results)
 
 
 def ensure_fixtures(base: Path | None = None) -> Path:
     """Build the fixture tree once (files, then the Lucene index) and return its root."""
-    from ..io import locked
-    from ..paths import CONF_DIR, cache_dir
-    from .fixtures import demo_propositions, fixture_articles, write_fixtures
-
     out = (base or cache_dir()) / f"rehearsal-fixtures-v{FIXTURES_VERSION}"
     with locked(out):
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
-            demos = demo_propositions(CONF_DIR / "riches" / "prompts")
-            write_fixtures(out, fixture_articles(extra_titles=list(demos)), demos)
+            demos = fixtures.demo_propositions(CONF_DIR / "riches" / "prompts")
+            fixtures.write_fixtures(out, fixtures.fixture_articles(extra_titles=list(demos)),
+                                    demos)
             build_fixture_index(out)
             (out / "done").write_text("ok\n")
     return out
@@ -90,10 +100,6 @@ def ensure_fixtures(base: Path | None = None) -> Path:
 def build_fixture_index(root_dir: Path) -> Path:
     """A Lucene index of the fixture DPR TSV with pyserini's wikipedia-dpr raw layout
     (contents = '"Title"\\ntext'), so the prebuilt-index code path reads it."""
-    from ..data.records import Passage
-    from ..retrieval.bm25 import build_lucene_index
-    from ..retrieval.corpus import corpus_from_passages, read_dpr_tsv
-
     quoted = [Passage(pid=p.pid, title=f'"{p.title}"', text=p.text)
               for p in read_dpr_tsv(root_dir / "dpr" / "psgs_w100.tsv")]
     return build_lucene_index(corpus_from_passages("wikipedia-dpr-fixture", quoted),

@@ -15,6 +15,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from ..data.vital import load_articles
+
 Article = tuple[str, str]  # (title, text)
 N_ROWS = 6                 # rows per split: a rehearsal uses a small `limit`
 N_TRAIN = 30               # train rows (dev is 1 in 10 of them)
@@ -190,8 +194,6 @@ def write_fixtures(root: Path, articles: Sequence[Article],
 def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Article]:
     """Embedded Wikipedia leads with at least 60 words (a stable, offline source), then the
     articles named in `extra_titles` (the few-shot demonstrations' sources)."""
-    from ..data.vital import load_articles
-
     arts = [(str(a["title"]), str(a["extract"])) for a in load_articles()]
     out = [a for a in arts if len(a[1].split()) >= 60][:n]
     have = {t for t, _ in out}
@@ -200,8 +202,6 @@ def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Arti
 
 def demo_propositions(prompt_dir: Path) -> dict[str, list[str]]:
     """title -> propositions of every demonstration step in the RICHES prompt files."""
-    import yaml
-
     out: dict[str, list[str]] = {}
     for path in sorted(prompt_dir.glob("*.yaml")):
         cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}

@@ -15,7 +15,10 @@ from functools import lru_cache
 
 from omegaconf import DictConfig, OmegaConf
 
+from .. import assets
 from ..errors import ConfigError, RagreproError
+from ..paths import CONF_DIR
+from .standins import needs_standin, standin_spec
 
 # architecture class -> (conf/model/<member>.yaml, optional: installed only by an opt-in
 # target). Facts from the GGUF files (docs: shared reference environment.md): SmolLM2-135M
@@ -43,8 +46,6 @@ class Choice:
 
 def choose(source: str | None, available: Callable[[str], bool]) -> Choice:
     """Pure: the real member for a cell's model source, or why the stand-in stays."""
-    from .standins import needs_standin, standin_spec
-
     if not source:
         return Choice("", "no model", False, "the cell loads no model")
     if not needs_standin(str(source)):
@@ -64,8 +65,6 @@ def choose(source: str | None, available: Callable[[str], bool]) -> Choice:
 @lru_cache(maxsize=8)
 def member_config(member: str) -> dict:
     """The member's conf/model/<member>.yaml fields that say what is loaded (MEMBER_FIELDS)."""
-    from ..paths import CONF_DIR
-
     path = CONF_DIR / "model" / f"{member}.yaml"
     if not path.exists():
         raise ConfigError(f"real rehearsal member {member!r} has no {path}: fix MEMBERS in "
@@ -76,8 +75,6 @@ def member_config(member: str) -> dict:
 
 def member_installed(member: str) -> bool:
     """Whether the member's embedded files are installed (its asset getter finds them)."""
-    from .. import assets
-
     name = str(member_config(member)["source"]).split(":", 1)[1]
     try:
         return assets.EMBEDDED[name]().exists()

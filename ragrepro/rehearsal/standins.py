@@ -11,60 +11,27 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from ..errors import ConfigError
+import torch
+import transformers as tf
+
 from ..hashing import hash_obj
+from ..models.archs import HUB_MODELS, HubModel, hub_model
+from .tokenizers import build_tokenizer
 
 log = logging.getLogger(__name__)
 
 HIDDEN, LAYERS, HEADS, VOCAB = 64, 2, 4, 800
 
 
-@dataclass(frozen=True)
-class StandIn:
-    """What a real checkpoint is (from its hub config.json) that a stand-in must match."""
-
-    architecture: str      # transformers class named in the real config's `architectures`
-    tokenizer: str         # fast tokenizer class the real checkpoint loads with
-    family: str            # tokenizer model/special-token layout: gpt2 | opt | llama | t5 | bert | roberta
-    context: int           # the real model's context length (positions)
-
-
-_GPT2 = ("GPT2TokenizerFast", "gpt2")
-# Ordered (prefix of the hub id, spec); the first match wins. Facts from each checkpoint's
-# config.json / tokenizer_config.json on the hub.
-STANDINS: tuple[tuple[str, StandIn], ...] = (
-    ("gpt2", StandIn("GPT2LMHeadModel", *_GPT2, 1024)),
-    ("facebook/opt-", StandIn("OPTForCausalLM", "GPT2TokenizerFast", "opt", 2048)),
-    ("EleutherAI/gpt-neo-", StandIn("GPTNeoForCausalLM", *_GPT2, 2048)),
-    ("EleutherAI/gpt-j-", StandIn("GPTJForCausalLM", *_GPT2, 2048)),
-    ("huggyllama/", StandIn("LlamaForCausalLM", "LlamaTokenizerFast", "llama", 2048)),
-    ("meta-llama/Llama-2-", StandIn("LlamaForCausalLM", "LlamaTokenizerFast", "llama", 4096)),
-    ("google/flan-t5-", StandIn("T5ForConditionalGeneration", "T5TokenizerFast", "t5", 512)),
-    ("google/t5_xxl_true_nli_mixture", StandIn("T5ForConditionalGeneration", "T5TokenizerFast",
-                                              "t5", 512)),
-    ("roberta-", StandIn("RobertaModel", "RobertaTokenizerFast", "roberta", 514)),
-    ("FacebookAI/roberta-", StandIn("RobertaModel", "RobertaTokenizerFast", "roberta", 514)),
-    ("bert-base-uncased", StandIn("BertModel", "BertTokenizerFast", "bert", 512)),
-    ("facebook/contriever", StandIn("BertModel", "BertTokenizerFast", "bert", 512)),
-    ("facebook/dpr-question_encoder-", StandIn("DPRQuestionEncoder",
-                                               "DPRQuestionEncoderTokenizerFast", "bert", 512)),
-    ("facebook/dpr-ctx_encoder-", StandIn("DPRContextEncoder", "DPRContextEncoderTokenizerFast",
-                                          "bert", 512)),
-    ("tau/spider", StandIn("DPRContextEncoder", "DPRContextEncoderTokenizerFast", "bert", 512)),
-    ("sentence-transformers/all-MiniLM-", StandIn("BertModel", "BertTokenizerFast", "bert", 512)),
-)
-
-
-def standin_spec(source: str) -> StandIn:
-    """The stand-in for a hub id; a hub id without one is a clear error (add a row above)."""
-    for prefix, spec in STANDINS:
-        if source == prefix or source.startswith(prefix):
-            return spec
-    raise ConfigError(f"No rehearsal stand-in for model {source!r}: add its architecture class "
-                      f"and tokenizer type to STANDINS in ragrepro/rehearsal/standins.py.")
+# What a stand-in must match is what the real checkpoint is: its architecture class,
+# tokenizer type, family and context (the hub facts live in ragrepro.models.archs, which
+# `ragrepro plan` reads too; production code never imports this module).
+StandIn = HubModel
+STANDINS = HUB_MODELS
+standin_spec = hub_model
 
 
 def needs_standin(source: str) -> bool:
@@ -83,8 +50,6 @@ def standin_dir(source: str, cache: Path) -> Path:
     key = hash_obj({**asdict(spec), "h": HIDDEN, "l": LAYERS, "v": VOCAB, "version": 2})
     folder = cache / "standins" / f"{source.replace('/', '--')}-{key}"
     if not (folder / "config.json").exists():
-        from .tokenizers import build_tokenizer
-
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = folder.with_name(f"{folder.name}.tmp{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
@@ -102,8 +67,6 @@ def standin_dir(source: str, cache: Path) -> Path:
 
 def model_config(spec: StandIn, tok) -> object:
     """A tiny config of the real architecture's config class, with the tokenizer's ids."""
-    import transformers as tf
-
     ids = {"vocab_size": len(tok), "pad_token_id": tok.pad_token_id,
            "bos_token_id": tok.bos_token_id, "eos_token_id": tok.eos_token_id}
     arch = spec.architecture
@@ -141,9 +104,6 @@ def model_config(spec: StandIn, tok) -> object:
 
 def build_model(spec: StandIn, tok):
     """A randomly initialised (seed 0) model of `spec.architecture`."""
-    import torch
-    import transformers as tf
-
     torch.manual_seed(0)
     config = model_config(spec, tok)
     config.architectures = [spec.architecture]

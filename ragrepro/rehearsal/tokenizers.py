@@ -8,6 +8,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import transformers as tf
+from tokenizers import (
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
+
+from ..data.vital import load_articles
+
 # family -> (special tokens in id order, template for one sequence, tokenizer kwargs)
 SPECIALS: dict[str, tuple[list[str], str | None, dict[str, str]]] = {
     "gpt2": (["<|endoftext|>"], None,
@@ -35,8 +48,6 @@ PAIR = {"[CLS] $A [SEP]": "[CLS] $A [SEP] $B:1 [SEP]:1", "<s> $A </s>": "<s> $A 
 
 def training_texts(n: int = 400) -> list[str]:
     """Embedded Wikipedia leads plus the prompt words the pipelines use."""
-    from ..data.vital import load_articles
-
     texts = [str(a["extract"]) for a in load_articles()[:n]]
     # RICHES's markers " <<" / " >>" are single tokens in the real LLaMA and GPT-2
     # vocabularies; repeating them makes BPE learn them too.
@@ -45,8 +56,6 @@ def training_texts(n: int = 400) -> list[str]:
 
 
 def _core(family: str, vocab: int, specials: list[str]):
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
-
     if family in ("gpt2", "opt", "roberta"):
         tok = Tokenizer(models.BPE())
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -79,9 +88,6 @@ def _core(family: str, vocab: int, specials: list[str]):
 
 def build_tokenizer(family: str, cls_name: str, vocab: int, context: int):
     """A trained tokenizer of `family`, wrapped in transformers' `cls_name`."""
-    import transformers as tf
-    from tokenizers import processors
-
     specials, template, kw = SPECIALS[family]
     tok, trainer = _core(family, vocab, specials)
     tok.train_from_iterator(training_texts(), trainer=trainer)

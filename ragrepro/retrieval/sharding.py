@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -20,10 +19,8 @@ from ..deferred import Deferred
 from ..errors import ConfigError
 from ..pipeline import Result
 from ..tracking import Run
-from .corpus import Corpus
-
-if TYPE_CHECKING:
-    from .dense import DenseRetriever
+from .corpus import Corpus, corpus_from_passages
+from .dense import DenseRetriever, part_files  # noqa: F401  (importable here as before)
 
 log = logging.getLogger(__name__)
 _SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
@@ -42,21 +39,10 @@ def parse_shard(spec: str) -> tuple[int, int]:
     return i, n
 
 
-def part_files(n_files: int, part: int, parts: int) -> range:
-    """The embedding files (indices) of one part: contiguous blocks whose sizes differ by at
-    most one, the larger blocks first; the parts cover every file exactly once."""
-    base, extra = divmod(n_files, parts)
-    start = part * base + min(part, extra)
-    return range(start, start + base + (1 if part < extra else 0))
-
-
 def dense_retriever(retriever: Deferred, corpus: Corpus, first_passages: int | None,
                     shard_size: int) -> DenseRetriever:
     """The dense retriever over the corpus (or its first N passages), writing files of
     `shard_size` passages."""
-    from .corpus import corpus_from_passages
-    from .dense import DenseRetriever
-
     if first_passages:  # a deterministic prefix, for tests and trial runs (part of the run id)
         corpus = corpus_from_passages(f"{corpus.name}-first{int(first_passages)}",
                                       corpus.passages[:int(first_passages)])

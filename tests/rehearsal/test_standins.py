@@ -69,7 +69,7 @@ def test_every_hub_model_a_config_names_has_a_stand_in():
 
 
 def test_unknown_hub_model_is_a_clear_error():
-    with pytest.raises(ConfigError, match="STANDINS"):
+    with pytest.raises(ConfigError, match="HUB_MODELS"):
         standin_spec("someone/new-model")
 
 
