@@ -9,6 +9,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
 from ragrepro.data.records import QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.retrieval.base import Retriever
@@ -39,9 +42,6 @@ def load_split(dataset: Mapping[str, Any], **overrides: Any) -> QASet:
     """The records of a composed dataset config node (conf/dataset/<name>.yaml), with
     `overrides` (e.g. split=train, limit=32) replacing its arguments. Hydra hands the node over
     unbuilt (`_recursive_: false`) so that the overrides apply before it loads."""
-    from hydra.utils import instantiate
-    from omegaconf import DictConfig, OmegaConf
-
     node = OmegaConf.to_container(dataset, resolve=True) if isinstance(dataset, DictConfig) \
         else dict(dataset)
     node = {**node, **overrides}  # type: ignore[dict-item]

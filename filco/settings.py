@@ -12,8 +12,8 @@ from ragrepro.errors import ConfigError
 from ragrepro.validate import limits
 
 from .train import TrainConfig
+from .variants import Variant
 
-SETTINGS = ("full", "psg", "filco", "silver")
 STAGES = ("generate", "context")
 PASSAGES = ("auto", "record", "retriever")
 TRAIN_ROLES = ("ctx", "gen", "psg")
@@ -100,7 +100,7 @@ class TrainSettings:
 class FilcoSettings:
     """`filco.*`: one FilCo setting on one evaluation set; see conf/filco/default.yaml."""
 
-    setting: str = field(metadata=limits(choices=SETTINGS))
+    setting: Variant         # Full | Psg | FilCo | Silver: the filco/variant group builds it
     stage: str = field(metadata=limits(choices=STAGES))  # context: Table 3, Fig. 6
     task: str                # auto (the dataset's `task`) | a filco.tasks.TASKS name
     k: int = field(metadata=limits(min=1))  # retrieved passages per example
@@ -121,7 +121,11 @@ class FilcoSettings:
     train: TrainSettings
 
     def __post_init__(self) -> None:
-        _one_of("filco.setting", self.setting, SETTINGS)
+        if not isinstance(self.setting, Variant):
+            raise ConfigError(
+                f"filco.setting={self.setting!r} is not a FilCo setting: choose one with the "
+                "config group, e.g. `filco/variant=psg` (conf/filco/variant/: full, psg, filco, "
+                "silver and the switch variants), not `filco.setting=psg`.")
         _one_of("filco.stage", self.stage, STAGES)
         _one_of("filco.passages", self.passages, PASSAGES)
         _one_of("filco.test_context", self.test_context, ("predicted", "silver_as_released"))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from tqdm import tqdm
 
+from ragrepro.errors import ConfigError
 from ragrepro.metrics.qa import normalize_squad
 
 from .cxmi import CxmiItem, CxmiScorer
@@ -75,8 +76,6 @@ def silver_contexts(examples: Sequence[Example], spec: MeasureSpec,
         ratios: list[list[float] | None] = [None] * len(part)
         if spec.name == "cxmi":
             if scorer is None:
-                from ragrepro.errors import ConfigError
-
                 raise ConfigError("The CXMI measure needs a scoring model (filco.cxmi.scorer).")
             items = [CxmiItem(ex.question, cxmi_output(spec, ex), tuple(s.text for s in sp))
                      for ex, sp in zip(part, spans)]

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+import pysbd
+
 from ragrepro.errors import ConfigError
 
 SPLITTERS = ("pysbd", "regex")
@@ -16,8 +18,6 @@ _REGEX_BOUNDARY = re.compile(r"(?<=[.!?])[\"')\]]?\s+(?=[A-Z0-9\"'(\[])")
 
 @lru_cache(maxsize=1)
 def _pysbd():
-    import pysbd
-
     return pysbd.Segmenter(language="en", clean=False)
 
 

@@ -10,7 +10,13 @@ import os
 import shutil
 from pathlib import Path
 
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
+
+from ragrepro.data.vital import load_articles
 from ragrepro.hashing import hash_obj
+from ragrepro.models import load_lm
 from ragrepro.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -19,8 +25,6 @@ SPECIAL = ["<pad>", "</s>", "<unk>"]  # T5 convention: pad=0 (also decoder start
 
 
 def _tokenizer_texts(n_articles: int) -> list[str]:
-    from ragrepro.data.vital import load_articles
-
     texts = [a["extract"] for a in load_articles()[:n_articles]]
     texts += [("Given the ['question', 'context'], predict the most helpful sentence in the "
               "context.\n\nquestion: context: answer: response: judgement: claim: query: "
@@ -30,10 +34,6 @@ def _tokenizer_texts(n_articles: int) -> list[str]:
 
 def build_tiny_t5(folder: Path, vocab_size: int, d_model: int, layers: int, heads: int,
                   n_articles: int, seed: int) -> None:
-    import torch
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-    from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGeneration
-
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
@@ -73,8 +73,6 @@ def load_tiny_t5(name: str = "tiny-t5-random", dtype: str = "float32", device: s
                  vocab_size: int = 2000, d_model: int = 64, layers: int = 2, heads: int = 4,
                  n_articles: int = 2000, seed: int = 0, **_):
     """An `LM` (kind=seq2seq) around the tiny random T5; config-instantiable."""
-    from ragrepro.models import load_lm
-
     folder = tiny_t5_dir(vocab_size, d_model, layers, heads, n_articles, seed)
     return load_lm(name, str(folder), kind="seq2seq", add_bos=False, dtype=dtype,
                    device=device, revision=f"random-init-seed{seed}")

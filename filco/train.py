@@ -18,18 +18,17 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
+from tqdm import tqdm
 
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
+from ragrepro.models.lm import LM
 from ragrepro.paths import cache_dir
 
 from .encoding import prompt_ids, target_ids
-
-if TYPE_CHECKING:
-    from ragrepro.models.lm import LM
 
 log = logging.getLogger(__name__)
 IGNORE = -100
@@ -138,6 +137,8 @@ def _pad_id(lm: LM) -> int:
 
 
 def _wrap_lora(model: Any, tc: TrainConfig) -> Any:
+    # peft deferred on purpose: settings.py imports this module (TrainConfig) wherever configs
+    # are checked, and peft is needed only when a causal model is trained or loaded with LoRA
     from peft import LoraConfig, get_peft_model
 
     cfg = LoraConfig(r=tc.lora_r, lora_alpha=tc.lora_alpha, lora_dropout=tc.lora_dropout,
@@ -179,8 +180,6 @@ def _step(model: Any, lm: LM, data: Sequence[Encoded], batch_idx: Sequence[int],
 def fine_tune(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig,
               desc: str = "train") -> tuple[Any, dict]:
     """Train a copy of lm.model on (source, target) string pairs. Returns (model, log)."""
-    from tqdm import tqdm
-
     tc.check()
     if not pairs:
         raise ConfigError(f"{desc}: no training pairs (check the training split and limit).")
@@ -232,15 +231,13 @@ def trained_lm(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: 
                root: Path | None = None) -> tuple[LM, dict]:
     """The fine-tuned LM for (base, settings, pairs): loaded from the cache, or trained and
     saved (safetensors: the LoRA adapter, or the full weights without LoRA)."""
-    from ragrepro.models.lm import LM
-
     key = model_key(lm, tc, pairs, role)
     folder = (root or cache_dir() / "filco" / "models") / f"{role}-{key}"
     info_path = folder / "train_info.json"
     if info_path.exists():
         info = json.loads(info_path.read_text())
         if info.get("lora"):
-            from peft import PeftModel
+            from peft import PeftModel  # deferred: see _wrap_lora
 
             model = PeftModel.from_pretrained(copy.deepcopy(lm.model), folder).merge_and_unload()
         else:

@@ -3,20 +3,22 @@ the filter and generator generation records, the budget check, and the switch la
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from functools import partial
 
 import pytest
 
-from filco import pipeline
+from filco import pipeline, prompts
 from filco.diagnostics import context_diag, has_answer, is_silver, made_of_sentences
+from filco.resources import Budgets, Labelled
 from filco.settings import FallbackSettings, variant_label
 from filco.silver import Example, Silver
 from filco.split import split_sentences
+from filco.tasks import get_task
+from filco.variants import FilCo
 from ragrepro.errors import ConfigError
 from ragrepro.generation import summarize
 from tests.filco import test_routing as routing
-from tests.filco.test_routing import TEST, TRAIN, FakeLM
+from tests.filco.test_routing import TEST, TRAIN, FakeLM, filco_settings, nq_setup
 
 setup = routing.setup  # the routing tests' fixture: fake models, one run per call
 
@@ -104,8 +106,7 @@ def test_filco_records_filter_and_answer_stages_and_context_facts(setup, monkeyp
     assert [f["empty"] for f in filt] == [False, True]
     assert [f["output_tokens"] for f in filt] == [len("Paris is the capital."), 0]
     # the fake tokenizer is one token per character: the prompt is the M_ctx input + "\n"
-    prompt = pipeline.prompts.ctx_prompt(pipeline.get_task("nq"), TEST[0].question,
-                                         TEST[0].passages)
+    prompt = prompts.ctx_prompt(get_task("nq"), TEST[0].question, TEST[0].passages)
     assert filt[0]["prompt_tokens"] == len(prompt) + 1 and filt[0]["truncated"] is False
     assert [r["generation"]["answer"]["finish"] for r in records] == ["eos", "eos"]
     rates = summarize(records)
@@ -154,54 +155,41 @@ def test_a_generator_budget_below_its_longest_training_target_is_refused(setup):
     setup("silver", run_id="g3", gen_max_new_tokens=1, stage="context")  # no generator
 
 
+def _budgets(uncapped=None, **over) -> Budgets:
+    """Budget checks of a FilCo run with the fake LM (one token per character, no EOS)."""
+    return Budgets(nq_setup(filco_settings("filco", **over), FakeLM("base", {})), uncapped)
+
+
 def test_under_the_rehearsal_cap_the_check_reads_the_configured_budget():
     # the rehearsal caps filco.ctx_max_new_tokens to 16 for speed and records the configured
     # value (rehearsal.uncapped): the check must judge the value a real run would use
-    c = pipeline.Ctx(_settings(), pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
-                     FakeLM("base", {}), SPLIT, seed=0)
-    sil = [Silver("Paris is the capital of France.")]          # 31 fake tokens
-    capped = replace(c, fc=replace(c.fc, ctx_max_new_tokens=16))
+    data = Labelled(TRAIN, [], [Silver("Paris is the capital of France.")], [])  # 31 tokens
     with pytest.raises(ConfigError, match="filco.ctx_max_new_tokens=16"):
-        pipeline.check_ctx_budget(capped, "filco", TRAIN, sil)
-    ok = replace(capped, uncapped={"filco.ctx_max_new_tokens": 512})
-    assert pipeline.check_ctx_budget(ok, "filco", TRAIN, sil) == {"filco.ctx_max_new_tokens": 31}
-    low = replace(capped, uncapped={"filco.ctx_max_new_tokens": 20})
+        FilCo().filter_budgets(_budgets(ctx_max_new_tokens=16), data)
+    ok = _budgets({"filco.ctx_max_new_tokens": 512}, ctx_max_new_tokens=16)
+    assert FilCo().filter_budgets(ok, data) == {"filco.ctx_max_new_tokens": 31}
+    low = _budgets({"filco.ctx_max_new_tokens": 20}, ctx_max_new_tokens=16)
     with pytest.raises(ConfigError, match="filco.ctx_max_new_tokens=20 "):
-        pipeline.check_ctx_budget(low, "filco", TRAIN, sil)
+        FilCo().filter_budgets(low, data)
 
 
 def test_the_budget_needs_only_what_training_kept_of_a_target():
     # a target cut at the role's max_target_tokens was never learnt past the cut (nor its
     # EOS): a budget reaching the cut holds everything the model was trained to emit
-    c = pipeline.Ctx(_settings(), pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
-                     FakeLM("base", {}), SPLIT, seed=0)
-    train = replace(c.fc.train, gen={"max_target_tokens": 8})
-    cut = replace(c, fc=replace(c.fc, train=train, gen_max_new_tokens=8))
+    cut = _budgets(**{"train.gen.max_target_tokens": 8, "gen_max_new_tokens": 8})
     assert pipeline.check_gen_budget(cut, TRAIN) == {"filco.gen_max_new_tokens": 8}
     with pytest.raises(ConfigError, match="filco.gen_max_new_tokens=12 .*=13 or more"):
-        pipeline.check_gen_budget(replace(c, fc=replace(c.fc, gen_max_new_tokens=12)), TRAIN)
+        pipeline.check_gen_budget(_budgets(gen_max_new_tokens=12), TRAIN)
 
 
 def test_drop_leaves_empty_silver_targets_out_of_the_filter_pairs():
-    c = pipeline.Ctx(replace(_settings(), fallback=FallbackSettings("top1", "drop", "none")),
-                     pipeline.get_task("nq"), pipeline.MeasureSpec.from_mode("strinc"),
-                     FakeLM("base", {}), SPLIT, seed=0)
     exs = [TRAIN[0], Example("t2", "q?", ("x",), ("No answer here.",), "nq")]
     sil = [Silver("Paris is the capital of France."), Silver("")]
-    assert [t for _, t in pipeline.ctx_pairs(c, exs, sil)] == ["Paris is the capital of France."]
-    c_empty = replace(c, fc=replace(c.fc, fallback=FallbackSettings("top1", "empty", "none")))
-    assert [t for _, t in pipeline.ctx_pairs(c_empty, exs, sil)] == [
+    drop = nq_setup(filco_settings("filco_ctx_drop"), FakeLM("base", {}))
+    assert [t for _, t in FilCo.ctx_pairs(drop, exs, sil)] == ["Paris is the capital of France."]
+    empty = nq_setup(filco_settings("filco"), FakeLM("base", {}))
+    assert [t for _, t in FilCo.ctx_pairs(empty, exs, sil)] == [
         "Paris is the capital of France.", ""]
-
-
-def _settings():
-    from hydra.utils import instantiate
-    from omegaconf import OmegaConf
-
-    from ragrepro.paths import CONF_DIR
-
-    cfg = OmegaConf.create({"filco": OmegaConf.load(CONF_DIR / "filco" / "default.yaml")})
-    return instantiate(cfg.filco, _convert_="object")
 
 
 # -- switch labels ------------------------------------------------------------------------

@@ -38,11 +38,11 @@ def _run(root: Path, experiment: str, *overrides: str) -> None:
 def results(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("filco-real")
     for setting in ("full", "psg", "filco", "silver"):
-        _run(root, "filco/table5", f"filco.setting={setting}", *TINY)
+        _run(root, "filco/table5", f"filco/variant={setting}", *TINY)
     for setting in ("full", "filco"):
-        _run(root, "filco/fig4", f"filco.setting={setting}", *TINY)
+        _run(root, "filco/fig4", f"filco/variant={setting}", *TINY)
     for setting in ("full", "silver"):
-        _run(root, "filco/table3", f"filco.setting={setting}", *TINY)
+        _run(root, "filco/table3", f"filco/variant={setting}", *TINY)
     _run(root, "filco/table2", "filco.k=1", "limit=6", "wandb.mode=disabled")
     return root
 

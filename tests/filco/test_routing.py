@@ -6,16 +6,16 @@ released behaviour. Fake models record every prompt they are given."""
 from __future__ import annotations
 
 from dataclasses import replace
-from functools import partial
 
 import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from filco import pipeline
+from filco import pipeline, prompts, resources
 from filco.measures import MeasureSpec
+from filco.resources import Labeller, Setup
+from filco.settings import FilcoSettings
 from filco.silver import Example
-from filco.split import split_sentences
 from filco.tasks import get_task
 from ragrepro.paths import CONF_DIR
 from ragrepro.tracking import Run
@@ -65,6 +65,23 @@ TEST = [Example("e1", "Which city is the French capital?", ("Paris",),
                 ("Munich is big. Hamburg is a port.",), "nq")]
 
 
+def filco_settings(variant: str = "filco", **over) -> FilcoSettings:
+    """conf/filco/default.yaml with one conf/filco/variant file merged after its own keys (as
+    Hydra composes them: `defaults: [_self_, variant: filco]`), then `over` (dotted keys)."""
+    node = OmegaConf.load(CONF_DIR / "filco" / "default.yaml")
+    node.pop("defaults")
+    chosen = OmegaConf.load(CONF_DIR / "filco" / "variant" / f"{variant}.yaml")
+    cfg = OmegaConf.create({"filco": OmegaConf.merge(node, chosen)})
+    for k, v in over.items():
+        OmegaConf.update(cfg, f"filco.{k}", v)
+    return instantiate(cfg.filco, _convert_="object")
+
+
+def nq_setup(fc: FilcoSettings, lm) -> Setup:
+    """A run on NQ-style questions with the StrInc measure (paper mode)."""
+    return Setup(fc, get_task("nq"), MeasureSpec.from_mode("strinc"), lm, seed=0)
+
+
 @pytest.fixture()
 def setup(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path / "cache"))
@@ -74,19 +91,14 @@ def setup(tmp_path, monkeypatch):
         log["trained"][role] = list(pairs)
         return FakeLM("gen" if role.startswith("gen") else role, log), {"role": role}
 
-    monkeypatch.setattr(pipeline, "trained_lm", fake_trained_lm)
-    cfg = OmegaConf.create({"filco": OmegaConf.load(CONF_DIR / "filco" / "default.yaml")})
+    monkeypatch.setattr(resources, "trained_lm", fake_trained_lm)
 
-    def make(setting: str, run_id: str | None = None, **over):
-        for k, v in over.items():
-            OmegaConf.update(cfg, f"filco.{k}", v)
-        settings = replace(instantiate(cfg.filco, _convert_="object"), setting=setting, k=1)
-        task = get_task("nq")
-        c = pipeline.Ctx(settings, task, MeasureSpec.from_mode("strinc"), FakeLM("base", log),
-                         partial(split_sentences, splitter="pysbd"), seed=0)
-        run = Run("filco/test", run_id or setting, tmp_path / "results")
+    def make(variant: str, run_id: str | None = None, **over):
+        """One run of the conf/filco/variant file `variant` on TRAIN / TEST."""
+        s = nq_setup(replace(filco_settings(variant, **over), k=1), FakeLM("base", log))
+        run = Run("filco/test", run_id or variant, tmp_path / "results")
         run.start()
-        records, _, _ = pipeline.evaluate(c, setting, TRAIN, TEST, run)
+        records, _, _ = pipeline.evaluate(s, Labeller(s), TRAIN, TEST, run)
         return records, log
 
     return make
@@ -109,7 +121,7 @@ def test_full_feeds_all_passages(setup):
 def test_psg_feeds_passages_the_filter_kept(setup):
     _, log = setup("psg")
     assert gen_contexts(log) == [TEST[0].passages[0], ""]  # e2's passage dropped, no fallback
-    assert log["trained"]["psg"] == [(pipeline.prompts.psg_prompt(get_task("nq"), TRAIN[0].question,
+    assert log["trained"]["psg"] == [(prompts.psg_prompt(get_task("nq"), TRAIN[0].question,
                                                                   TRAIN[0].passages[0]), "yes")]
 
 
@@ -121,7 +133,7 @@ def test_filco_feeds_the_filter_predictions_not_silver(setup):
     (ctx_pair,) = log["trained"]["ctx"]
     assert ctx_pair[1] == "Paris is the capital of France."
     (gen_pair,) = log["trained"]["gen-silver"]
-    assert gen_pair == (pipeline.prompts.gen_prompt(get_task("nq"), TRAIN[0].question,
+    assert gen_pair == (prompts.gen_prompt(get_task("nq"), TRAIN[0].question,
                                                     "Paris is the capital of France."),
                         "answer: Paris")
 

@@ -9,8 +9,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from filco.data import load_split
-from filco.pipeline import task_of
+from filco.resources import task_of
 from filco.settings import FilcoSettings
+from filco.variants import Psg
 from ragrepro.data.loaders import load_qa
 from ragrepro.errors import ConfigError
 from ragrepro.paths import CONF_DIR
@@ -23,10 +24,10 @@ def _compose(*overrides: str):
 
 
 def test_mini_settings_are_typed_with_the_yaml_values():
-    cfg = _compose("experiment=filco/fig4", "filco.setting=psg")
+    cfg = _compose("experiment=filco/fig4", "filco/variant=psg")
     fc = instantiate(cfg.filco, _convert_="object")
-    assert isinstance(fc, FilcoSettings)
-    assert (fc.setting, fc.k, fc.passages, fc.max_input_tokens) == ("psg", 1, "retriever", 512)
+    assert isinstance(fc, FilcoSettings) and isinstance(fc.setting, Psg)
+    assert (fc.k, fc.passages, fc.max_input_tokens) == (1, "retriever", 512)
     assert (fc.fallback.gen_train, fc.cxmi.prompt) == ("top1", "paper")
     gen = fc.train.config("gen", seed=7)
     # common (mini.yaml) + the gen role's own key; the input length follows filco.max_input_tokens
@@ -39,7 +40,7 @@ def test_mini_settings_are_typed_with_the_yaml_values():
     ("+filco.measure_mod=code", "measure_mod"),            # misspelt key
     ("~filco.gen_format", "gen_format"),                    # missing key
     ("+filco.train.gen.lr_rate=0.1", "lr_rate"),            # unknown training key
-    ("filco.setting=filcoo", "filcoo"),                     # unknown value
+    ("filco.setting=psg", r"filco.setting='psg' .*`filco/variant=psg`"),  # a name, not a group
 ])
 def test_bad_settings_fail_when_the_pipeline_is_built(override, match):
     cfg = _compose("experiment=filco/table2", override)

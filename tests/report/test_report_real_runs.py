@@ -79,7 +79,7 @@ def test_report_on_real_filco_runs(tmp_path):
     from filco.tables import build
 
     res = tmp_path / "results"
-    _cli(res, "experiment=filco/table3", "dataset=vital-qa", "filco.setting=full,silver",
+    _cli(res, "experiment=filco/table3", "dataset=vital-qa", "filco/variant=full,silver",
          "limit=3")
     report = build_report(res)
     assert len(report.runs) == 2

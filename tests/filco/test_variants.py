@@ -1,0 +1,84 @@
+"""FilCo's settings are typed components chosen by the conf/filco/variant group: each file
+builds its class, rows keep the names they had (`setting`, `method`, the switch label), and no
+module but filco/variants.py compares a setting's name."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.errors import HydraException
+from hydra.utils import instantiate
+
+import filco
+from filco.settings import variant_label
+from filco.variants import FilCo, Full, Psg, Silver, Variant
+from ragrepro.paths import CONF_DIR
+
+
+def _settings(*overrides: str):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=filco/fig4_ladder", *overrides])
+    return instantiate(cfg.filco, _convert_="object")
+
+
+# file -> (class, row `setting`, row `method`, row `variant`): the values rows had before
+ROWS = {
+    "full": (Full, "full", "filco-full", "full"),
+    "psg": (Psg, "psg", "filco-psg", "psg"),
+    "filco": (FilCo, "filco", "filco", "filco"),
+    "silver": (Silver, "silver", "filco-silver", "silver"),
+    "filco_test_top1": (FilCo, "filco", "filco", "filco [switch fallback.test=top1]"),
+    "filco_ctx_drop": (FilCo, "filco", "filco", "filco [switch fallback.ctx_target=drop]"),
+}
+
+
+def test_every_variant_file_is_listed():
+    assert sorted(p.stem for p in (CONF_DIR / "filco" / "variant").glob("*.yaml")) == sorted(ROWS)
+
+
+@pytest.mark.parametrize("name", sorted(ROWS))
+def test_a_variant_file_builds_its_class_and_names_the_row_as_before(name):
+    cls, setting, method, label = ROWS[name]
+    fc = _settings(f"filco/variant={name}")
+    assert type(fc.setting) is cls
+    assert (fc.setting.name, fc.setting.method) == (setting, method)
+    assert variant_label(fc.setting.name, fc.fallback.switches()) == label
+
+
+def test_the_default_setting_is_filco_with_the_released_fallbacks():
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose(config_name="config", overrides=["experiment=filco/table4"])
+    fc = instantiate(cfg.filco, _convert_="object")
+    assert type(fc.setting) is FilCo and fc.fallback.switches() == []
+
+
+def test_an_unknown_variant_is_refused_by_the_config_group():
+    with pytest.raises(HydraException, match="filcoo"):
+        _settings("filco/variant=filcoo")
+
+
+def test_what_each_setting_needs():
+    # Full reads passages only; Psg labels its training set for M_psg; FilCo and Silver label
+    # the test set too (Silver reads it, FilCo keeps it as the ctx_is_silver diagnostic) and
+    # share the silver-trained generator
+    needs = {cls.__name__: (cls.labels_train, cls.labels_test, cls.generator_role)
+             for cls in (Full, Psg, FilCo, Silver)}
+    assert needs == {"Full": (False, False, "gen-full"), "Psg": (True, False, "gen-psg"),
+                     "FilCo": (True, True, "gen-silver"), "Silver": (True, True, "gen-silver")}
+    assert Full() == Full() and Full() != Psg() and isinstance(Silver(), Variant)
+
+
+NAMES = "full|psg|filco|silver"
+# `== "psg"`, `!= 'full'`, `in ("silver", ...)`: a setting's name compared as a string
+COMPARED = re.compile(rf"""(==|!=|\bin\b)\s*[(\[{{]?\s*["']({NAMES})["']""")
+
+
+def test_no_module_but_variants_compares_a_setting_name():
+    package = Path(filco.__file__).parent
+    hits = [f"{p.name}: {line.strip()}" for p in sorted(package.glob("*.py"))
+            if p.name != "variants.py"
+            for line in p.read_text().splitlines() if COMPARED.search(line)]
+    assert hits == []
+    assert COMPARED.search('if setting == "psg":') and COMPARED.search("x in ('silver', 'filco')")
