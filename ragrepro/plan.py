@@ -7,38 +7,50 @@ forward tokens and a time estimate from a stated throughput, and every index the
 array) with its memory, disk and build time. The runner refuses a cell that cannot fit with
 the same table (`check_fits`).
 
-Method packages add what only they know (their models, files and indexes) through a hook
-found by convention, so the core never imports them: for every top-level package other than
-`ragrepro` that a cell's config names in a `_target_`, the function `plan_extras(cfg, tflops)`
-of its module `<package>.plan`, if there is one, returns a `PlanExtras`."""
+Methods add what only they know (their models, files, indexes and how much a cell
+computes) through the `plan` hook of their profile (ragrepro/methods.py): for a cell whose
+`_target_`s name a registered method's packages, the hook returns a `PlanExtras`. The core
+never imports a method package and reads none of their settings."""
 from __future__ import annotations
 
 import argparse
-import importlib
-import importlib.util
 import logging
 import math
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+import torch
+from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from .dtypes import row_dtype
 from .errors import ConfigError
+from .methods import (  # the hook records, importable from here as before
+    BYTES,
+    GB,
+    TOKENS_PER_WORD,
+    IndexPlan,
+    MethodProfile,
+    ModelPlan,
+    PlanExtras,
+    generic_sizing,
+    profiles_of,
+    registered,
+)
+from .models.archs import ARCHS, count_parameters, hub_model, model_dims
+from .models.lm import effective_dtype
+from .paths import CONF_DIR
+from .retrieval.dense import encoder_dim
+from .retrieval.faiss_index import TYPES, build_flops, resolve_spec, spec_bytes
+from .sweep import sweep_cells
 
 log = logging.getLogger(__name__)
 
-GB = 1024 ** 3
-BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 USABLE = 0.9            # share of a GPU's memory a model may fill (allocator, CUDA context)
 TFLOPS = 100.0          # assumed effective TFLOP/s per GPU for the time estimate (--tflops)
-TOKENS_PER_WORD = 1.2   # assumed subword tokens per WikiText-103 word
-# Evaluation sizes (examples; WikiText-103: words) of the splits the paper configs read.
-EVAL_SIZE = {"wikitext-103": 245_569, "nq-open": 3_610, "nq-open-dpr": 3_610,
-             "triviaqa": 11_313, "triviaqa-dpr": 11_313, "hotpotqa": 7_405, "musique": 2_417,
-             "fever": 10_444, "wow": 3_054, "eli5": 1_507}
 # Disk of files that are downloaded on first use (GB): pyserini's prebuilt BM25 index
 # (index-wikipedia-dpr-20210120-d1b9e6: 9,177,942,656 bytes, pyserini's prebuilt_index_info).
 PREBUILT_GB = {"wikipedia-dpr": 9_177_942_656 / GB}
@@ -57,46 +69,6 @@ LUCENE_WORDS_PER_S_PER_THREAD = 124_000
 # 21M-node graph misses the cache more, so read the estimate as a lower bound).
 CPU_INDEX_GFLOPS = 32 * 5.0
 ENCODE_TOKENS_PER_WORD = 1.3  # BERT WordPiece tokens per English Wikipedia word (assumed)
-
-
-@dataclass
-class ModelPlan:
-    role: str
-    source: str
-    params: int
-    dtype: str
-    hidden: int
-    layers: int
-    vocab: int
-
-    @property
-    def weight_gb(self) -> float:
-        return self.params * BYTES[self.dtype] / GB
-
-
-@dataclass(frozen=True)
-class IndexPlan:
-    """One index a cell needs: what it is over, its size and what building it costs.
-    ram_gb: memory while searching; build_ram_gb: peak memory while building."""
-
-    what: str
-    entries: str
-    ram_gb: float
-    disk_gb: float
-    build_ram_gb: float
-    build_hours: float
-    note: str = ""
-    chosen: bool = True  # False: an alternative shown for comparison, not what the cell runs
-
-
-@dataclass
-class PlanExtras:
-    """What a method package's plan hook adds to a cell."""
-
-    models: list[ModelPlan] = field(default_factory=list)
-    files: list[tuple[str, str, bool]] = field(default_factory=list)
-    indexes: list[IndexPlan] = field(default_factory=list)
-    uses_retriever: bool = True  # False: the cell never searches `retriever` (no index for it)
 
 
 @dataclass
@@ -149,8 +121,6 @@ def tokens_per_second(params: int, tflops: float = TFLOPS) -> float:
 def detect_gpus() -> tuple[float | None, int]:
     """(memory of one GPU in GB, count), or (None, 0) without CUDA."""
     try:
-        import torch
-
         if torch.cuda.is_available():
             n = torch.cuda.device_count()
             return torch.cuda.get_device_properties(0).total_memory / GB, n
@@ -160,30 +130,15 @@ def detect_gpus() -> tuple[float | None, int]:
 
 
 def forward_tokens(cfg: DictConfig) -> int:
-    """Tokens through the main model: windows x length x candidates (LM), or examples x
-    (prompt + generated) (QA); `limit` caps the examples."""
-    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
-    name, limit = sel("dataset.name"), sel("limit")
-    if sel("ralm.stride") and sel("dataset.task") == "lm":
-        tokens = int(EVAL_SIZE.get(name, 0) * TOKENS_PER_WORD)
-        windows = math.ceil(tokens / int(sel("ralm.stride")))
-        cands = int(sel("ralm.k", 1)) if sel("ralm.rerank") in ("zeroshot", "oracle") else 1
-        return windows * int(sel("ralm.max_length", 1024)) * cands
-    n = EVAL_SIZE.get(name, 0)
-    n = min(n, int(limit)) if limit else n
-    docs = int(sel("qa.num_docs", 0) or sel("filco.k", 0) or 1)
-    new = int(sel("qa.max_new_tokens", 0) or sel("filco.gen_max_new_tokens", 0) or 32)
-    return n * (docs * 160 + 64 + new)
+    """Tokens through the main model, as the cell's method sizes them (generic otherwise)."""
+    return (method_extras(cfg).sizing or generic_sizing(cfg)).forward_tokens
 
 
 def _model(role: str, source: str | None, dtype: str) -> ModelPlan | None:
-    from .models.archs import ARCHS, count_parameters, model_dims
-    from .rehearsal.standins import standin_spec
-
     if not source or source not in ARCHS:
         return None  # embedded / local models are small or unknown: not sized
     dims = model_dims(source)
-    params = count_parameters(source, standin_spec(source).architecture)
+    params = count_parameters(source, hub_model(source).architecture)
     return ModelPlan(role, source, params, dtype if dtype in BYTES else "float32", **dims)
 
 
@@ -194,9 +149,7 @@ def hub_model_plan(role: str, source: str | None, dtype: str) -> ModelPlan | Non
 
 def models_of(cfg: DictConfig) -> list[ModelPlan]:
     """The hub models a cell loads: the LM (in its effective dtype) and the retriever's
-    encoders (method packages add theirs through their plan hook)."""
-    from .runner import row_dtype
-
+    encoders (methods add theirs through their plan hook)."""
     sel = lambda k: OmegaConf.select(cfg, k, default=None)
     found = [_model("lm", sel("model.source"), str(row_dtype(cfg)))]
     for key in ("retriever.encoder.source", "retriever.encoder.doc_source"):
@@ -204,43 +157,20 @@ def models_of(cfg: DictConfig) -> list[ModelPlan]:
     return [m for m in found if m is not None]
 
 
-def _targets(node: Any) -> Iterator[str]:
-    if isinstance(node, dict):
-        if isinstance(node.get("_target_"), str):
-            yield node["_target_"]
-        for v in node.values():
-            yield from _targets(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _targets(v)
-
-
-def method_hooks(cfg: DictConfig) -> list[Any]:
-    """`plan_extras` of `<package>.plan` for every non-core package the config's `_target_`s
-    name (sorted, so the order of the rows is stable)."""
-    raw = OmegaConf.to_container(cfg, resolve=False)
-    packages = sorted({t.split(".")[0] for t in _targets(raw)} - {"ragrepro", "hydra"})
-    hooks = []
-    for pkg in packages:
-        try:
-            found = importlib.util.find_spec(f"{pkg}.plan")
-        except (ImportError, ValueError):
-            found = None
-        if found is not None:
-            hook = getattr(importlib.import_module(f"{pkg}.plan"), "plan_extras", None)
-            if hook is not None:
-                hooks.append(hook)
-    return hooks
-
-
-def method_extras(cfg: DictConfig, tflops: float = TFLOPS) -> PlanExtras:
+def method_extras(cfg: DictConfig, tflops: float = TFLOPS,
+                  profiles: Sequence[MethodProfile] | None = None) -> PlanExtras:
+    """What the plan hooks of the cell's methods add (profiles in name order; the first
+    sizing given wins)."""
     out = PlanExtras()
-    for hook in method_hooks(cfg):
-        extra = hook(cfg, tflops)
+    for profile in profiles_of(cfg, profiles):
+        if profile.plan is None:
+            continue
+        extra = profile.plan(cfg, tflops)
         out.models += extra.models
         out.files += extra.files
         out.indexes += extra.indexes
         out.uses_retriever = out.uses_retriever and extra.uses_retriever
+        out.sizing = out.sizing or extra.sizing
     return out
 
 
@@ -257,9 +187,6 @@ def encode_hours(passages: int, tokens: float, params: int, tflops: float) -> fl
 
 def dense_index_plans(cfg: DictConfig, tflops: float = TFLOPS) -> list[IndexPlan]:
     """The cell's dense FAISS index, the other two types beside it, and the embeddings."""
-    from .retrieval.dense import encoder_dim
-    from .retrieval.faiss_index import TYPES, build_flops, resolve_spec, spec_bytes
-
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     size = corpus_size(cfg)
     if not str(sel("retriever._target_") or "").endswith("DenseRetriever") or size is None:
@@ -330,10 +257,6 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
     """(what, path or name, present) for each local file or index the cell reads."""
     sel = lambda k: OmegaConf.select(cfg, k, default=None)
     out: list[tuple[str, str, bool]] = []
-    fb = sel("ralm.forbidden_titles")
-    if sel("ralm") is not None and sel("dataset.name") == "wikitext-103":
-        out.append(("forbidden titles", str(fb), fb not in (None, "auto", "none")
-                    and Path(str(fb)).expanduser().exists()))
     if sel("dataset.path"):
         out.append(("dataset", str(sel("dataset.path")),
                     Path(str(sel("dataset.path"))).expanduser().exists()))
@@ -350,15 +273,13 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
 
 def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
               tok_per_s: float | None = None, tflops: float = TFLOPS) -> CellPlan:
-    from .models.lm import effective_dtype
-
     extras = method_extras(cfg, tflops)
     models = models_of(cfg) + extras.models
     lm = next((m for m in models if m.role == "lm"), None)
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
-    seq = int(sel("ralm.max_length") or sel("filco.max_input_tokens") or 2048)
-    batch = int(sel("qa.batch_size") or sel("batch_size") or 1) if sel("ralm") is None else 1
-    act = activation_gb(batch, seq, lm.hidden, lm.layers, lm.vocab, lm.dtype) if lm else 0.0
+    size = extras.sizing or generic_sizing(cfg)
+    act = activation_gb(size.batch, size.seq_len, lm.hidden, lm.layers, lm.vocab,
+                        lm.dtype) if lm else 0.0
     ckpt = effective_dtype("checkpoint", sel("model.checkpoint_dtype") or "float32")
     disk = sum(m.params * BYTES.get(ckpt if m.role == "lm" else "float32", 4) / GB
                for m in models)
@@ -367,7 +288,7 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
     disk += sum(i.disk_gb for i in indexes if i.chosen)
     speed = tok_per_s or (tokens_per_second(lm.params, tflops) if lm else 0.0)
     return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg) + extras.files,
-                    forward_tokens(cfg), speed, indexes)
+                    size.forward_tokens, speed, indexes)
 
 
 def _num(x: float) -> str:
@@ -395,11 +316,18 @@ def render(plans: list[CellPlan], tok_note: str) -> str:
                                             for w, path, ok in files)]
     lines += ["", (f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
                   f"4 hidden states per layer + float32 logits; {tok_note}; WikiText-103 "
-                  f"{TOKENS_PER_WORD} tokens/word; training (FilCo, reranker) not in the time; "
+                  f"{TOKENS_PER_WORD} tokens/word; {untimed_training()}"
                   f"indexes: FAISS work at that TFLOP/s on a GPU (HNSW on a CPU at "
                   f"{CPU_INDEX_GFLOPS:.0f} GFLOP/s), encoders {ENCODE_TOKENS_PER_WORD} "
                   f"tokens/word (docs/performance.md, index sizing).")]
     return "\n".join(lines)
+
+
+def untimed_training(profiles: Sequence[MethodProfile] | None = None) -> str:
+    """'training (A, B) not in the time; ' for the methods that train, or ''."""
+    words = [p.untimed_training for p in (registered() if profiles is None else profiles)
+             if p.untimed_training]
+    return f"training ({', '.join(words)}) not in the time; " if words else ""
 
 
 def render_indexes(plans: list[CellPlan]) -> list[str]:
@@ -423,8 +351,6 @@ def render_indexes(plans: list[CellPlan]) -> list[str]:
 
 
 def _ram_gb() -> float:
-    import os
-
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GB
 
 
@@ -468,11 +394,6 @@ def main(argv: list[str] | None = None) -> None:
 
 def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None,
               gpus: int | None = None, tok_per_s: float | None = None) -> str:
-    from hydra import compose, initialize_config_dir
-
-    from .paths import CONF_DIR
-    from .rehearsal.cells import sweep_cells
-
     detected, count = detect_gpus()
     gpu_gb, n = gpu_mem or detected, gpus if gpus is not None else max(count, 1)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):

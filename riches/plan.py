@@ -1,4 +1,4 @@
-"""RICHES's part of `ragrepro plan` (found by the core's hook convention, ragrepro/plan.py):
+"""RICHES's part of `ragrepro plan` (the `plan` hook of riches/profile.py):
 the TRUE T5 judge's weights, the Factoid-Wiki files, and the suffix-array index that
 constrains decoding, sized from the token count without building it.
 
@@ -15,7 +15,8 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from ragrepro.plan import GB, TOKENS_PER_WORD, IndexPlan, PlanExtras, corpus_size, hub_model_plan
+from ragrepro.methods import GB, TOKENS_PER_WORD, IndexPlan, PlanExtras
+from ragrepro.plan import corpus_size, hub_model_plan
 
 from .index import build_suffix_dtype, sorted_symbol_bytes, suffix_array_dtype, token_dtype
 

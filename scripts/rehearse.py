@@ -59,8 +59,7 @@ def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
         check_values(cfg)  # as the CLI does: types and ranges first
         check_config(cfg)
         metrics = execute(cfg)
-        rerank = OmegaConf.select(cfg, "ralm.rerank", default=None)
-        error = coverage_problem(rerank, metrics)
+        error = coverage_problem(cfg, metrics)
         status = "failed" if error else "ok"
     except Exception as e:  # noqa: BLE001 - every failure is a row of the summary
         log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())
@@ -88,8 +87,7 @@ def run_real_cell(experiment: str, cell: list[str], extra: list[str]) -> RealCel
         check_config(cfg)
         metrics = execute(cfg)
         flags, error = flag_problem(metrics, real)
-        error = error or coverage_problem(OmegaConf.select(cfg, "ralm.rerank", default=None),
-                                          metrics)
+        error = error or coverage_problem(cfg, metrics)
         status = "failed" if error else "ok"
     except Exception as e:  # noqa: BLE001 - every failure is a row of the summary
         log.error("FAILED %s %s\n%s", experiment, " ".join(cell), traceback.format_exc())

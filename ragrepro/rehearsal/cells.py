@@ -3,28 +3,19 @@ lists, plus the summary rows `make rehearse` writes."""
 from __future__ import annotations
 
 import csv
-import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from ..methods import MethodProfile, registered
+
+# The sweep expansion lives in ragrepro.sweep (plan and lock use it too); importable here.
+from ..sweep import split_values, sweep_cells  # noqa: F401
 
 SUMMARY_FIELDS = ("experiment", "cell", "status", "seconds", "error")
-
-
-def split_values(value: object) -> list[str]:
-    """`a,b,c` -> [a, b, c] (the basic sweeper's comma list); a scalar is one value."""
-    if isinstance(value, (list, tuple)):
-        return [str(v) for v in value]
-    return [v.strip() for v in str(value).split(",") if v.strip()]
-
-
-def sweep_cells(params: Mapping[str, object] | None) -> list[list[str]]:
-    """[["k1=v", "k2=w"], ...] in the basic sweeper's order; no params -> one empty cell."""
-    if not params:
-        return [[]]
-    keys = list(params)
-    values = [split_values(params[k]) for k in keys]
-    return [[f"{k}={v}" for k, v in zip(keys, combo)] for combo in itertools.product(*values)]
 
 
 @dataclass
@@ -36,12 +27,14 @@ class CellResult:
     error: str = ""
 
 
-def coverage_problem(rerank: str | None, metrics: dict | None) -> str:
-    """Why a finished cell still proves too little ('' when fine): a retrieval cell whose
-    text fit in the first window never retrieved."""
-    if rerank not in (None, "none") and metrics and metrics.get("n_windows_with_doc") == 0:
-        return (f"rerank={rerank} but no window had a document: the fixture text is shorter "
-                f"than one window, so retrieval was never exercised")
+def coverage_problem(cfg: DictConfig, metrics: Mapping[str, Any] | None,
+                     profiles: Sequence[MethodProfile] | None = None) -> str:
+    """Why a finished cell still proves too little ('' when fine), as the methods' profiles
+    judge it (`coverage`: e.g. a RALM retrieval cell that never reached a document)."""
+    for profile in registered() if profiles is None else profiles:
+        problem = profile.coverage(cfg, metrics) if profile.coverage is not None else ""
+        if problem:
+            return problem
     return ""
 
 

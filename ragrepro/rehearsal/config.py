@@ -1,36 +1,38 @@
 """What `rehearsal=cpu` changes in a composed config: locations (files, results folder,
 device), the model's row name, and the size of training (like `limit` for evaluation).
-Every other setting that defines the experiment stays."""
+Every other setting that defines the experiment stays. What a method adds (its training and
+generation keys, its fixture files) comes from its profile (ragrepro/methods.py)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from ..methods import MethodProfile, TrainingBudget, registered
 from .fixtures import PILE
 from .real import real_overrides
+from .standins import needs_standin, standin_name
 
 
-def location_overrides(cfg: DictConfig, root: Path) -> dict[str, object]:
-    """Pure: {dotted key: fixture location} for the files this config needs and lacks."""
+def location_overrides(cfg: DictConfig, root: Path,
+                       profiles: Sequence[MethodProfile] | None = None) -> dict[str, object]:
+    """Pure given the profiles: {dotted key: fixture location} for the files this config
+    needs and lacks (the corpus and dataset here, a method's files by its profile)."""
     sel = lambda key: OmegaConf.select(cfg, key, default=None)
     out: dict[str, object] = {}
     if sel("corpus.name") == "wikipedia-dpr" and not sel("corpus.path"):
         out["corpus.path"] = str(root / "dpr" / "psgs_w100.tsv")
     if sel("dataset.name") in PILE and not sel("dataset.path"):
         out["dataset.path"] = str(root / "pile" / f"{sel('dataset.name')}.jsonl")
-    if sel("ralm") is not None and sel("ralm.forbidden_titles") in (None, "auto") \
-            and sel("dataset.name") == "wikitext-103":
-        out["ralm.forbidden_titles"] = str(root / "ralm" / "wikitext103_forbidden_titles.txt")
-    if sel("riches.key.source") == "factoid-wiki" and not sel("riches.key.paths"):
-        out["riches.key.paths"] = [str(root / "riches" / "factoid-wiki.jsonl")]
+    for profile in registered() if profiles is None else profiles:
+        if profile.fixture_locations is not None:
+            out.update(profile.fixture_locations(cfg, root))
     return out
 
 
 def standin_names(cfg: DictConfig) -> dict[str, str]:
     """Row names that say stand-in: the model, and the retriever encoder when swapped."""
-    from .standins import needs_standin, standin_name
-
     out = {}
     for key in ("model", "retriever.encoder"):
         src, name = (OmegaConf.select(cfg, f"{key}.{f}", default=None) for f in ("source", "name"))
@@ -39,31 +41,30 @@ def standin_names(cfg: DictConfig) -> dict[str, str]:
     return out
 
 
-def training_caps(cfg: DictConfig, steps: int, examples: int,
-                  batch: int = 4) -> dict[str, object]:
-    """Pure: cap training like `limit` caps evaluation (reranker steps/examples, FilCo steps)."""
-    sel = lambda key: OmegaConf.select(cfg, key, default=None)
+def training_caps(cfg: DictConfig, steps: int, examples: int, batch: int = 4,
+                  profiles: Sequence[MethodProfile] | None = None) -> dict[str, object]:
+    """Pure given the profiles: cap training like `limit` caps evaluation, each method its own
+    training keys (its profile's `training_caps`)."""
+    budget = TrainingBudget(steps, examples, batch)
     out: dict[str, object] = {}
-    if sel("reranker.steps") is not None:
-        out["reranker.steps"] = min(int(sel("reranker.steps")), steps)
-        out["reranker.n_examples"] = min(int(sel("reranker.n_examples")), examples)
-        out["reranker.examples_per_text"] = min(int(sel("reranker.examples_per_text")), examples)
-        out["reranker.batch_size"] = min(int(sel("reranker.batch_size")), batch)
-    if sel("filco.train.common") is not None:
-        given = sel("filco.train.common.max_steps")
-        out["filco.train.common.max_steps"] = min(int(given), steps) if given else steps
+    for profile in registered() if profiles is None else profiles:
+        if profile.training_caps is not None:
+            out.update(profile.training_caps(cfg, budget))
     return out
 
 
-GENERATION_KEYS = ("filco.ctx_max_new_tokens", "filco.gen_max_new_tokens", "qa.max_new_tokens",
-                   "riches.max_new_tokens", "riches.reader_max_new_tokens",
-                   "riches.iterative.max_new_tokens")
+def generation_keys(profiles: Sequence[MethodProfile] | None = None) -> tuple[str, ...]:
+    """The generation budgets (max new tokens) the methods declare, in profile order."""
+    return tuple(k for p in (registered() if profiles is None else profiles)
+                 for k in p.generation_keys)
 
 
-def generation_caps(cfg: DictConfig, cap: int) -> dict[str, object]:
-    """Pure: at most `cap` new tokens per generation (null = the method's default: capped)."""
+def generation_caps(cfg: DictConfig, cap: int,
+                    profiles: Sequence[MethodProfile] | None = None) -> dict[str, object]:
+    """Pure given the profiles: at most `cap` new tokens per generation (null = the method's
+    default: capped)."""
     out: dict[str, object] = {}
-    for key in GENERATION_KEYS:
+    for key in generation_keys(profiles):
         parent, _, leaf = key.rpartition(".")
         node = OmegaConf.select(cfg, parent, default=None)
         if node is not None and leaf in node:

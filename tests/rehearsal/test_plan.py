@@ -48,6 +48,19 @@ def test_qa_forward_tokens_follow_the_limit():
     assert plan.forward_tokens(cfg) == 10 * (2 * 160 + 64 + 10)
 
 
+def test_filco_sizes_its_cells_through_its_profile():
+    from filco.profile import PROFILE
+    from ragrepro.methods import Sizing
+
+    cfg = _cfg("experiment=filco/paper/table5", "limit=10")
+    # k=5 passages, 128 answer tokens, 1,024-token inputs, batch_size 8 (its paper config)
+    assert PROFILE.plan(cfg, plan.TFLOPS).sizing == Sizing(10 * (5 * 160 + 64 + 128), 1024, 8)
+    assert plan.forward_tokens(cfg) == 10 * (5 * 160 + 64 + 128)
+    # without its profile the core knows none of FilCo's keys: one passage, 32 tokens
+    assert plan.method_extras(cfg, profiles=()).sizing is None
+    assert plan.generic_sizing(cfg) == Sizing(10 * (160 + 64 + 32), 2048, 8)
+
+
 def test_plan_table_for_fig4_on_two_80gb_gpus():
     text = plan.plan_text(["experiment=ralm/paper/fig4"], True, gpu_mem=80, gpus=2)
     rows = [r for r in text.splitlines() if r.startswith("| model=")]
@@ -123,9 +136,14 @@ def test_riches_index_comes_through_its_hook_and_the_core_imports_no_method():
     import ast
     import inspect
 
+    from ragrepro.methods import profiles_of
+
     cfg = _cfg("experiment=riches/paper/main", "riches/method=riches")
-    assert [h.__module__ for h in plan.method_hooks(cfg)] == ["riches.plan"]
-    assert plan.method_hooks(_cfg("experiment=ralm/paper/fig4")) == []  # ralm has no plan hook
+    assert [p.name for p in profiles_of(cfg)] == ["riches"]
+    assert [p.name for p in profiles_of(_cfg("experiment=ralm/paper/fig4"))] == ["ralm"]
+    assert profiles_of(_cfg("experiment=core/smoke")) == []  # the core's own pipeline
+    # without the RICHES profile the core knows no suffix array
+    assert not [i for i in plan.method_extras(cfg, profiles=()).indexes if "RICHES" in i.what]
     sa = _index(cfg, "RICHES suffix array")
     assert "int64 suffix array" in sa.note and "256,885,003 keys" in sa.entries
     assert sa.disk_gb * plan.GB == pytest.approx(3_709_419_444 * 10 + 16 * 256_885_003)

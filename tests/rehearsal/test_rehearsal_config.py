@@ -100,10 +100,14 @@ def test_generation_is_capped():
 def test_a_retrieval_cell_that_never_retrieved_fails_the_rehearsal():
     from ragrepro.rehearsal.cells import coverage_problem
 
-    assert "never exercised" in coverage_problem("first", {"n_windows_with_doc": 0})
-    assert coverage_problem("first", {"n_windows_with_doc": 3}) == ""
-    assert coverage_problem("none", {"n_windows_with_doc": 0}) == ""
-    assert coverage_problem(None, {"em": 0.0}) == ""
+    def cfg(rerank):  # RALM's profile judges it (ralm/profile.py, `coverage`)
+        return OmegaConf.create({} if rerank is None else {"ralm": {"rerank": rerank}})
+
+    assert "never exercised" in coverage_problem(cfg("first"), {"n_windows_with_doc": 0})
+    assert coverage_problem(cfg("first"), {"n_windows_with_doc": 3}) == ""
+    assert coverage_problem(cfg("none"), {"n_windows_with_doc": 0}) == ""
+    assert coverage_problem(cfg(None), {"em": 0.0}) == ""
+    assert coverage_problem(cfg("first"), {"n_windows_with_doc": 0}, profiles=()) == ""
 
 
 def test_summary_csv_and_md(tmp_path):

@@ -1,0 +1,53 @@
+"""FilCo's method profile (ragrepro/methods.py): what the core asks of this package,
+registered as the entry point `filco` of the group `ragrepro.methods` (pyproject.toml).
+
+A cell is sized as examples x (k passages + prompt + the generator's answer budget) over
+sequences of `max_input_tokens`; the rehearsal caps M_ctx / M_gen training steps and both
+generation budgets (filtered context, answer).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragrepro.methods import MethodProfile, PlanExtras, Sizing, TrainingBudget, qa_forward_tokens
+
+
+def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def sizing(cfg: DictConfig) -> Sizing:
+    """examples x (k x 160 + 64 + gen_max_new_tokens) tokens; max_input_tokens sequences,
+    `batch_size` at a time."""
+    tokens = qa_forward_tokens(cfg, int(_sel(cfg, "filco.k", 0) or 1),
+                               int(_sel(cfg, "filco.gen_max_new_tokens", 0) or 32))
+    return Sizing(tokens, int(_sel(cfg, "filco.max_input_tokens") or 2048),
+                  int(_sel(cfg, "batch_size") or 1))
+
+
+def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
+    """The ragrepro plan hook: FilCo adds its sizing (its models are the cell's LM)."""
+    return PlanExtras(sizing=sizing(cfg))
+
+
+def training_caps(cfg: DictConfig, budget: TrainingBudget) -> dict[str, object]:
+    """M_ctx and M_gen train at most `budget.steps` steps (null max_steps: epochs, capped)."""
+    if _sel(cfg, "filco.train.common") is None:
+        return {}
+    given = _sel(cfg, "filco.train.common.max_steps")
+    return {"filco.train.common.max_steps": min(int(given), budget.steps) if given
+            else budget.steps}
+
+
+PROFILE = MethodProfile(
+    name="filco",
+    packages=("filco",),
+    config_nodes=("filco", "train_dataset"),
+    conf_dir=None,  # conf/filco lives in the repository's conf/
+    generation_keys=("filco.ctx_max_new_tokens", "filco.gen_max_new_tokens"),
+    plan=plan,
+    training_caps=training_caps,
+    untimed_training="FilCo",
+)

@@ -1,0 +1,249 @@
+"""Method profiles: everything the core asks of a method package, through one plug-in seam.
+
+A method package (In-Context RALM, RICHES, FilCo, or a fourth paper living anywhere on
+`sys.path`) declares one `MethodProfile` and registers it under the Python entry-point group
+`ragrepro.methods`:
+
+    [project.entry-points."ragrepro.methods"]
+    mymethod = "mymethod.profile:PROFILE"
+
+The core finds every registered profile with `importlib.metadata` (`registered`) and loops
+over them: `ragrepro plan` sizes a cell with the `plan` hook of the profiles whose packages
+the cell's `_target_`s name, the rehearsal caps the `generation_keys` and calls the
+`training_caps` / `fixture_locations` / `coverage` hooks, the command-line check knows the
+`config_groups`, and Hydra searches the `conf_dir` after conf/ (the search-path plugin
+`hydra_plugins/ragrepro_methods`). So the core holds no method's key names: they live in the
+method's own profile (docs/extending.md, "A method", walks through a toy fourth method).
+
+This module holds the profile type, the registry and the records the hooks return; it imports
+nothing of the core's but the errors, so every core module may import it.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import logging
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from .errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "ragrepro.methods"
+GB = 1024 ** 3
+BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+TOKENS_PER_WORD = 1.2   # assumed subword tokens per WikiText-103 word
+# Evaluation sizes (examples; WikiText-103: words) of the splits the paper configs read.
+EVAL_SIZE = {"wikitext-103": 245_569, "nq-open": 3_610, "nq-open-dpr": 3_610,
+             "triviaqa": 11_313, "triviaqa-dpr": 11_313, "hotpotqa": 7_405, "musique": 2_417,
+             "fever": 10_444, "wow": 3_054, "eli5": 1_507}
+
+
+# -- what a plan hook returns ---------------------------------------------------------------
+@dataclass
+class ModelPlan:
+    role: str
+    source: str
+    params: int
+    dtype: str
+    hidden: int
+    layers: int
+    vocab: int
+
+    @property
+    def weight_gb(self) -> float:
+        return self.params * BYTES[self.dtype] / GB
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    """One index a cell needs: what it is over, its size and what building it costs.
+    ram_gb: memory while searching; build_ram_gb: peak memory while building."""
+
+    what: str
+    entries: str
+    ram_gb: float
+    disk_gb: float
+    build_ram_gb: float
+    build_hours: float
+    note: str = ""
+    chosen: bool = True  # False: an alternative shown for comparison, not what the cell runs
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """How much one cell computes through its main model: the tokens of every forward pass,
+    the longest sequence (for the activation estimate) and the sequences per batch."""
+
+    forward_tokens: int
+    seq_len: int
+    batch: int
+
+
+@dataclass
+class PlanExtras:
+    """What a method's plan hook adds to a cell. `sizing` None: the core's generic estimate
+    (examples x (one 160-token passage + a 64-token prompt + 32 new tokens))."""
+
+    models: list[ModelPlan] = field(default_factory=list)
+    files: list[tuple[str, str, bool]] = field(default_factory=list)
+    indexes: list[IndexPlan] = field(default_factory=list)
+    uses_retriever: bool = True  # False: the cell never searches `retriever` (no index for it)
+    sizing: Sizing | None = None
+
+
+@dataclass(frozen=True)
+class TrainingBudget:
+    """The rehearsal's training size (conf/rehearsal/cpu.yaml: train_steps, train_examples,
+    train_batch_size), which a method's `training_caps` applies to its own training keys."""
+
+    steps: int
+    examples: int
+    batch: int
+
+
+PlanHook = Callable[[DictConfig, float], PlanExtras]
+TrainingHook = Callable[[DictConfig, TrainingBudget], dict[str, object]]
+LocationHook = Callable[[DictConfig, Path], dict[str, object]]
+CoverageHook = Callable[[DictConfig, Mapping[str, Any] | None], str]
+
+
+@dataclass(frozen=True)
+class MethodProfile:
+    """What the core asks of one method. Only `name` and `packages` are required: a hook that
+    is None means the method has nothing to add there (the core's generic behaviour holds).
+
+    name               the entry point's name (`ralm`), used in messages
+    packages           top-level packages whose `_target_`s make a cell this method's
+    config_nodes       top-level config nodes the method owns (`ralm`, `qa`, `reranker`):
+                       the core must not name them (tests/core/test_method_plugin.py)
+    conf_dir           a conf folder searched after conf/ (a plug-in's experiments, groups,
+                       report specs); None when the method's YAML lives in conf/
+    config_groups      config groups the command-line check verifies (`riches/method`)
+    generation_keys    dotted keys of generation budgets (max new tokens) the rehearsal caps
+    plan               `ragrepro plan`: models, files, indexes and sizing of a cell
+    training_caps      the rehearsal: {dotted key: capped value} of the method's training
+    fixture_locations  the rehearsal: {dotted key: fixture path} for the files it lacks
+    coverage           the rehearsal: why a finished cell proves too little ('' when fine)
+    untimed_training   words for the plan's note that this training is not in the time
+    """
+
+    name: str
+    packages: tuple[str, ...]
+    config_nodes: tuple[str, ...] = ()
+    conf_dir: Path | None = None
+    config_groups: tuple[str, ...] = ()
+    generation_keys: tuple[str, ...] = ()
+    plan: PlanHook | None = None
+    training_caps: TrainingHook | None = None
+    fixture_locations: LocationHook | None = None
+    coverage: CoverageHook | None = None
+    untimed_training: str = ""
+
+
+# -- sizing helpers for a plan hook (dataset facts, no method's) ----------------------------------
+def eval_examples(cfg: DictConfig) -> int:
+    """Examples (QA) or words (language modelling) the cell evaluates: its split's size,
+    capped by `limit`."""
+    n = EVAL_SIZE.get(OmegaConf.select(cfg, "dataset.name", default=None), 0)
+    limit = OmegaConf.select(cfg, "limit", default=None)
+    return min(n, int(limit)) if limit else n
+
+
+def eval_tokens(cfg: DictConfig) -> int:
+    """Subword tokens of the cell's evaluation text (language modelling: words x
+    TOKENS_PER_WORD; `limit` counts documents there, so it does not cap these)."""
+    return int(EVAL_SIZE.get(OmegaConf.select(cfg, "dataset.name", default=None), 0)
+               * TOKENS_PER_WORD)
+
+
+def qa_forward_tokens(cfg: DictConfig, docs: int, new_tokens: int) -> int:
+    """Examples x (`docs` passages of ~160 tokens + a 64-token prompt + the generated ones)."""
+    return eval_examples(cfg) * (docs * 160 + 64 + new_tokens)
+
+
+def generic_sizing(cfg: DictConfig) -> Sizing:
+    """A cell no method sizes: one passage and 32 new tokens per example, 2,048-token
+    sequences, `batch_size` sequences per batch."""
+    return Sizing(qa_forward_tokens(cfg, 1, 32), 2048,
+                  int(OmegaConf.select(cfg, "batch_size", default=None) or 1))
+
+
+# -- the registry ----------------------------------------------------------------------------
+def profiles_from(entries: Iterable[importlib.metadata.EntryPoint]) -> tuple[MethodProfile, ...]:
+    """The profiles the entry points name, sorted by name; a wrong object, a name that differs
+    from its entry point's, two profiles of one name or a missing conf_dir is a ConfigError."""
+    found: dict[str, MethodProfile] = {}
+    for entry in entries:
+        profile = entry.load()
+        if not isinstance(profile, MethodProfile):
+            raise ConfigError(f"Entry point {entry.name} = {entry.value} of group "
+                              f"{ENTRY_POINT_GROUP!r} is a {type(profile).__name__}, not a "
+                              f"ragrepro.methods.MethodProfile: point it at the profile object.")
+        if profile.name != entry.name:
+            raise ConfigError(f"Entry point {entry.name} = {entry.value} names a profile called "
+                              f"{profile.name!r}: give the entry point the profile's name.")
+        if profile.name in found and found[profile.name] != profile:
+            raise ConfigError(f"Two method profiles are called {profile.name!r} (entry point "
+                              f"{entry.value}): rename one.")
+        if profile.conf_dir is not None and not Path(profile.conf_dir).is_dir():
+            raise ConfigError(f"Method {profile.name}: conf_dir={profile.conf_dir} is not a "
+                              f"folder: point it at the method's conf folder, or use None.")
+        found[profile.name] = profile
+    return tuple(found[name] for name in sorted(found))
+
+
+def method_entry_points() -> list[importlib.metadata.EntryPoint]:
+    """The group's entry points of every distribution on sys.path, the same one seen twice
+    kept once. Read per distribution, not with `entry_points(group=...)`: that keeps only the
+    first distribution of a name, and a stale `ragrepro.egg-info` left in the checkout (on
+    sys.path whenever Python runs from the repository root) would hide the installed one."""
+    seen: dict[tuple[str, str], importlib.metadata.EntryPoint] = {}
+    for dist in importlib.metadata.distributions():
+        for entry in dist.entry_points:
+            if entry.group == ENTRY_POINT_GROUP:
+                seen.setdefault((entry.name, entry.value), entry)
+    return list(seen.values())
+
+
+@functools.cache
+def registered() -> tuple[MethodProfile, ...]:
+    """Every installed method profile (entry-point group `ragrepro.methods`), by name. Cached
+    for the process: a profile installed meanwhile is seen by the next process."""
+    return profiles_from(method_entry_points())
+
+
+def conf_dirs(profiles: Iterable[MethodProfile] | None = None) -> list[Path]:
+    """The conf folders the methods add to Hydra's search path, in profile order."""
+    return [Path(p.conf_dir) for p in (registered() if profiles is None else profiles)
+            if p.conf_dir is not None]
+
+
+def _targets(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("_target_"), str):
+            yield node["_target_"]
+        for v in node.values():
+            yield from _targets(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _targets(v)
+
+
+def target_packages(cfg: DictConfig) -> set[str]:
+    """The top-level packages the config's `_target_`s name (interpolations unresolved)."""
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    return {t.split(".")[0] for t in _targets(raw)}
+
+
+def profiles_of(cfg: DictConfig,
+                profiles: Iterable[MethodProfile] | None = None) -> list[MethodProfile]:
+    """The profiles of the methods a cell runs: those whose packages its `_target_`s name."""
+    packages = target_packages(cfg)
+    return [p for p in (registered() if profiles is None else profiles)
+            if packages & set(p.packages)]

@@ -1,0 +1,108 @@
+"""In-Context RALM's method profile (ragrepro/methods.py): what the core asks of this
+package, registered as the entry point `ralm` of the group `ragrepro.methods` (pyproject.toml).
+
+Language modelling (`ralm.lm_eval.run`) is sized as windows x window length x scored
+candidates; QA (`ralm.qa.run`, the `qa:` node) as examples x (passages + prompt + answer).
+The rehearsal caps the predictive reranker's training and QA's answer budget, points the
+WikiText-103 forbidden-titles list at its fixture, and fails a retrieval cell whose fixture
+text never reached a window with a document.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from ragrepro.methods import (
+    MethodProfile,
+    PlanExtras,
+    Sizing,
+    TrainingBudget,
+    eval_tokens,
+    qa_forward_tokens,
+)
+
+from .rerank import variant
+
+FORBIDDEN_TITLES_FIXTURE = Path("ralm") / "wikitext103_forbidden_titles.txt"
+
+
+def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
+    return OmegaConf.select(cfg, key, default=default)
+
+
+def sizing(cfg: DictConfig) -> Sizing:
+    """Language modelling: ceil(tokens / stride) windows of max_length tokens, times the LM
+    passes the rerank variant makes per window (k when it LM-ranks the candidates); QA:
+    examples x (num_docs x 160 + 64 + max_new_tokens). A language-modelling cell scores one
+    window at a time (batch 1)."""
+    stride = _sel(cfg, "ralm.stride")
+    if stride and _sel(cfg, "dataset.task") == "lm":
+        windows = math.ceil(eval_tokens(cfg) / int(stride))
+        # k as configured: read only by a variant that LM-ranks its candidates
+        passes = variant(str(_sel(cfg, "ralm.rerank"))).candidates(_sel(cfg, "ralm.k", 1))
+        tokens = windows * int(_sel(cfg, "ralm.max_length", 1024)) * passes
+    else:
+        tokens = qa_forward_tokens(cfg, int(_sel(cfg, "qa.num_docs", 0) or 1),
+                                   int(_sel(cfg, "qa.max_new_tokens", 0) or 32))
+    batch = 1 if _sel(cfg, "ralm") is not None else \
+        int(_sel(cfg, "qa.batch_size") or _sel(cfg, "batch_size") or 1)
+    return Sizing(tokens, int(_sel(cfg, "ralm.max_length") or 2048), batch)
+
+
+def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
+    """The ragrepro plan hook: the cell's sizing and, for WikiText-103, the forbidden-titles
+    file (`auto` and `none` are not files: shown as missing until a path is given)."""
+    files: list[tuple[str, str, bool]] = []
+    given = _sel(cfg, "ralm.forbidden_titles")
+    if _sel(cfg, "ralm") is not None and _sel(cfg, "dataset.name") == "wikitext-103":
+        files.append(("forbidden titles", str(given), given not in (None, "auto", "none")
+                      and Path(str(given)).expanduser().exists()))
+    return PlanExtras(files=files, sizing=sizing(cfg))
+
+
+def training_caps(cfg: DictConfig, budget: TrainingBudget) -> dict[str, object]:
+    """The predictive reranker trains `budget.steps` steps on at most `budget.examples`."""
+    if _sel(cfg, "reranker.steps") is None:
+        return {}
+    return {"reranker.steps": min(int(_sel(cfg, "reranker.steps")), budget.steps),
+            "reranker.n_examples": min(int(_sel(cfg, "reranker.n_examples")), budget.examples),
+            "reranker.examples_per_text": min(int(_sel(cfg, "reranker.examples_per_text")),
+                                              budget.examples),
+            "reranker.batch_size": min(int(_sel(cfg, "reranker.batch_size")), budget.batch)}
+
+
+def fixture_locations(cfg: DictConfig, root: Path) -> dict[str, object]:
+    """WikiText-103's forbidden titles from the fixtures when the cell names no file."""
+    if _sel(cfg, "ralm") is not None and _sel(cfg, "ralm.forbidden_titles") in (None, "auto") \
+            and _sel(cfg, "dataset.name") == "wikitext-103":
+        return {"ralm.forbidden_titles": str(root / FORBIDDEN_TITLES_FIXTURE)}
+    return {}
+
+
+def coverage(cfg: DictConfig, metrics: Mapping[str, Any] | None) -> str:
+    """A retrieval cell whose text fit in the first window never retrieved."""
+    rerank = _sel(cfg, "ralm.rerank")
+    if rerank is not None and variant(str(rerank)).retrieves and metrics \
+            and metrics.get("n_windows_with_doc") == 0:
+        return (f"rerank={rerank} but no window had a document: the fixture text is shorter "
+                f"than one window, so retrieval was never exercised")
+    return ""
+
+
+PROFILE = MethodProfile(
+    name="ralm",
+    packages=("ralm",),
+    config_nodes=("ralm", "qa", "reranker", "scorer", "label_model"),
+    conf_dir=None,  # conf/ralm, conf/reranker, conf/scorer live in the repository's conf/
+    config_groups=("scorer", "reranker"),
+    generation_keys=("qa.max_new_tokens",),
+    plan=plan,
+    training_caps=training_caps,
+    fixture_locations=fixture_locations,
+    coverage=coverage,
+    untimed_training="reranker",
+)
