@@ -215,7 +215,13 @@ def method_entry_points() -> list[importlib.metadata.EntryPoint]:
 def registered() -> tuple[MethodProfile, ...]:
     """Every installed method profile (entry-point group `ragrepro.methods`), by name. Cached
     for the process: a profile installed meanwhile is seen by the next process."""
-    return profiles_from(method_entry_points())
+    found = profiles_from(method_entry_points())
+    if not found:
+        # an install that predates the entry points would plan and rehearse without them
+        log.warning("No method profile is registered (entry-point group %r): the core "
+                    "knows no method. Reinstall the package (`make setup`, or `pip install "
+                    "-e .`) so its entry points exist.", ENTRY_POINT_GROUP)
+    return found
 
 
 def conf_dirs(profiles: Iterable[MethodProfile] | None = None) -> list[Path]:
