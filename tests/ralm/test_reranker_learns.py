@@ -15,8 +15,9 @@ from ralm import predictive as pr
 pytestmark = pytest.mark.slow
 
 K = 4
-WORDS = ("apple river castle violin tiger glacier pepper rocket saddle lantern coral falcon "
-         "marble orchid canyon harbor meadow comet ember quartz").split()
+WORDS = ["apple", "river", "castle", "violin", "tiger", "glacier", "pepper", "rocket", "saddle",
+         "lantern", "coral", "falcon", "marble", "orchid", "canyon", "harbor", "meadow", "comet",
+         "ember", "quartz"]
 
 
 def _labels(best: int) -> tuple[float, ...]:
