@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.methods import MethodProfile, PlanExtras, Sizing, TrainingBudget, qa_forward_tokens
@@ -41,6 +42,17 @@ def training_caps(cfg: DictConfig, budget: TrainingBudget) -> dict[str, object]:
             else budget.steps}
 
 
+def id_view(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The run id hashes a setting by its name (`psg`), as it did when `filco.setting` was a
+    plain name, so runs finished before the settings became components are reused."""
+    node = resolved.get("filco")
+    setting = node.get("setting") if isinstance(node, dict) else None
+    if not (isinstance(setting, dict) and "_target_" in setting):
+        return resolved
+    name = get_object(str(setting["_target_"])).name
+    return {**resolved, "filco": {**node, "setting": name}}
+
+
 PROFILE = MethodProfile(
     name="filco",
     packages=("filco",),
@@ -50,4 +62,5 @@ PROFILE = MethodProfile(
     plan=plan,
     training_caps=training_caps,
     untimed_training="FilCo",
+    id_view=id_view,
 )

@@ -111,6 +111,7 @@ PlanHook = Callable[[DictConfig, float], PlanExtras]
 TrainingHook = Callable[[DictConfig, TrainingBudget], dict[str, object]]
 LocationHook = Callable[[DictConfig, Path], dict[str, object]]
 CoverageHook = Callable[[DictConfig, Mapping[str, Any] | None], str]
+IdViewHook = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,8 @@ class MethodProfile:
     fixture_locations  the rehearsal: {dotted key: fixture path} for the files it lacks
     coverage           the rehearsal: why a finished cell proves too little ('' when fine)
     untimed_training   words for the plan's note that this training is not in the time
+    id_view            the run id: maps a resolved config to the form that is hashed, so a
+                       setting that became a component keeps the id its plain name had
     """
 
     name: str
@@ -144,6 +147,7 @@ class MethodProfile:
     fixture_locations: LocationHook | None = None
     coverage: CoverageHook | None = None
     untimed_training: str = ""
+    id_view: IdViewHook | None = None
 
 
 # -- sizing helpers for a plan hook (dataset facts, no method's) ----------------------------------
@@ -253,3 +257,12 @@ def profiles_of(cfg: DictConfig,
     packages = target_packages(cfg)
     return [p for p in (registered() if profiles is None else profiles)
             if packages & set(p.packages)]
+
+
+def id_view(resolved: dict[str, Any],
+            profiles: Iterable[MethodProfile] | None = None) -> dict[str, Any]:
+    """The resolved config as the run id hashes it: each profile's `id_view` applied in turn."""
+    for profile in registered() if profiles is None else profiles:
+        if profile.id_view is not None:
+            resolved = profile.id_view(resolved)
+    return resolved

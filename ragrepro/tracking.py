@@ -39,6 +39,7 @@ from .io import (
     locked,
     read_jsonl_tolerant,
 )
+from .methods import id_view
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,9 @@ def run_id_of(resolved_cfg: dict[str, Any]) -> str:
     """Hash of the resolved config without cosmetic keys: same settings, same id.
 
     The pipeline node counts by its `_target_` only: its other arguments interpolate nodes
-    (model, dataset, settings) that are hashed where they live (ragrepro.pipeline)."""
-    kept = {k: v for k, v in resolved_cfg.items() if k not in COSMETIC_KEYS}
+    (model, dataset, settings) that are hashed where they live (ragrepro.pipeline). Each
+    method profile's `id_view` is applied first (ragrepro.methods.id_view)."""
+    kept = {k: v for k, v in id_view(resolved_cfg).items() if k not in COSMETIC_KEYS}
     if isinstance(kept.get("pipeline"), dict):
         kept["pipeline"] = {"_target_": kept["pipeline"].get("_target_")}
     return hash_obj(_without_neutral(kept))

@@ -10,11 +10,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 
 import filco
 from filco.settings import variant_label
 from filco.variants import FilCo, Full, Psg, Silver, Variant
 from ragrepro.paths import CONF_DIR
+from ragrepro.tracking import run_id_of
 
 
 def _settings(*overrides: str):
@@ -82,3 +84,20 @@ def test_no_module_but_variants_compares_a_setting_name():
             for line in p.read_text().splitlines() if COMPARED.search(line)]
     assert hits == []
     assert COMPARED.search('if setting == "psg":') and COMPARED.search("x in ('silver', 'filco')")
+
+
+# Ids of the filco/fig4_ladder runs computed before the settings became components (when
+# `filco.setting` was a plain name): the run id must not change with that refactor, or every
+# finished FilCo run would be recomputed instead of reused.
+IDS_BEFORE = {"full": "8f9575e661ac", "psg": "12cb2867bc90", "filco": "d3fe759c2401",
+              "filco_test_top1": "425bb7751764", "filco_ctx_drop": "776e876ab06b"}
+
+
+@pytest.mark.parametrize("name", sorted(IDS_BEFORE))
+def test_a_component_setting_keeps_the_run_id_of_its_name(name):
+    with initialize_config_dir(str(CONF_DIR), version_base=None):
+        cfg = compose("config", overrides=["experiment=filco/fig4_ladder",
+                                           f"filco/variant={name}"])
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(resolved["filco"]["setting"], dict)  # a component, hashed by its name
+    assert run_id_of(resolved) == IDS_BEFORE[name]
