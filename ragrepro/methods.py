@@ -134,6 +134,8 @@ class MethodProfile:
     untimed_training   words for the plan's note that this training is not in the time
     id_view            the run id: maps a resolved config to the form that is hashed, so a
                        setting that became a component keeps the id its plain name had
+    metrics            ragrepro.metrics.registry.MetricInfo of the columns only this method
+                       writes (label, direction, resampling units), described on first use
     """
 
     name: str
@@ -148,6 +150,7 @@ class MethodProfile:
     coverage: CoverageHook | None = None
     untimed_training: str = ""
     id_view: IdViewHook | None = None
+    metrics: tuple[Any, ...] = ()
 
 
 # -- sizing helpers for a plan hook (dataset facts, no method's) ----------------------------------

@@ -13,6 +13,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.methods import MethodProfile, PlanExtras
+from ragrepro.metrics.registry import MetricInfo
 
 FACTOID_WIKI_FIXTURE = Path("riches") / "factoid-wiki.jsonl"
 
@@ -34,6 +35,15 @@ def fixture_locations(cfg: DictConfig, root: Path) -> dict[str, object]:
     return {}
 
 
+# Ratios of two per-sample fields of RICHES's samples (resampled per question for their CIs).
+METRICS = (
+    MetricInfo("keys_per_answer", "keys_per_answer", resample="ratio", ratio=("n_keys", None)),
+    MetricInfo("verbatim_rate", "verbatim_rate", resample="ratio",
+               ratio=("keys_verbatim", "n_keys")),
+    MetricInfo("seconds_per_question", "seconds_per_question", higher_is_better=False,
+               resample="ratio", ratio=("seconds", None)),
+)
+
 PROFILE = MethodProfile(
     name="riches",
     packages=("riches",),
@@ -44,4 +54,5 @@ PROFILE = MethodProfile(
                      "riches.iterative.max_new_tokens"),
     plan=plan,
     fixture_locations=fixture_locations,
+    metrics=METRICS,
 )

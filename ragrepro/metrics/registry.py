@@ -6,12 +6,14 @@ result table recompute or add metrics from `samples.jsonl` without rerunning.
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NumericsError, unknown_name
+from ..methods import registered
 
 
 def _mean(values: Sequence[float]) -> float:
@@ -122,16 +124,28 @@ def describe_metric(info: MetricInfo) -> MetricInfo:
     return info
 
 
+@functools.cache
+def _describe_method_metrics() -> None:
+    """The metrics each registered method profile declares (its `metrics`), described once."""
+    for profile in registered():
+        for info in profile.metrics:
+            if INFOS.get(info.name) != info:
+                describe_metric(info)
+
+
 def metric_info(name: str) -> MetricInfo:
     """The registered facts of `name`; an unknown column is shown unscaled under its name."""
+    _describe_method_metrics()
     return INFOS.get(name) or MetricInfo(name, label=name)
 
 
 def metric_infos() -> dict[str, MetricInfo]:
+    _describe_method_metrics()
     return dict(INFOS)
 
 
 def headline_metrics() -> tuple[str, ...]:
+    _describe_method_metrics()
     return tuple(n for n, i in INFOS.items() if i.headline)
 
 
@@ -172,12 +186,5 @@ for _info in (
     MetricInfo("autoais_substitute_mean_score",
                "autoais_substitute_mean_score",
                resample="autoais", record_field="nli_score"),
-    # ratios of two per-sample fields (RICHES decoding)
-    MetricInfo("keys_per_answer", "keys_per_answer", resample="ratio",
-               ratio=("n_keys", None)),
-    MetricInfo("verbatim_rate", "verbatim_rate",
-               resample="ratio", ratio=("keys_verbatim", "n_keys")),
-    MetricInfo("seconds_per_question", "seconds_per_question", higher_is_better=False,
-               resample="ratio", ratio=("seconds", None)),
 ):
     describe_metric(_info)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import csv
+import inspect
 import os
 import re
 import subprocess
@@ -16,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+import riches.profile
 from ragrepro.errors import ConfigError
 from ragrepro.methods import MethodProfile, profiles_from, registered
+from ragrepro.metrics import registry
 from ragrepro.paths import REPO_ROOT
 
 CORE = REPO_ROOT / "ragrepro"
@@ -246,3 +249,14 @@ def test_the_core_names_no_methods_keys(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "REPO_ROOT", tmp_path)
     assert core_hits(registered() + toy) == {"core/planted.py": [
         "2: 'ralm.stride'", "3: import riches.plan", "4: 'toy.max_new_tokens'"]}
+
+
+def test_a_method_declares_its_own_metrics_in_its_profile():
+    """RICHES's ratio columns are described by its profile, not by the core registry's
+    source; the tables find them (label, direction, resampling units) all the same."""
+    for info in riches.profile.METRICS:
+        assert registry.metric_info(info.name) == info
+        assert f'"{info.name}"' not in inspect.getsource(registry)
+    per_question = registry.metric_info("seconds_per_question")
+    assert (per_question.resample, per_question.ratio) == ("ratio", ("seconds", None))
+    assert per_question.higher_is_better is False
