@@ -9,6 +9,7 @@ fallbacks apply where, and its row names (`setting`, `method`). Nothing outside 
 compares a setting's name; a new setting is a new class and a new file in that group."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -18,7 +19,7 @@ from .silver import Example, ctx_train_target, eval_context, gen_train_context, 
 from .silver import Silver as SilverContext
 
 
-class Variant:
+class Variant(ABC):
     """One FilCo setting. Stateless: the run's settings and models come in as arguments."""
 
     name: ClassVar[str]            # the row's `setting` (and its conf/filco/variant file)
@@ -27,18 +28,18 @@ class Variant:
     labels_train: ClassVar[bool] = True  # needs the training set's silver contexts
     labels_test: ClassVar[bool] = False  # needs the test set's silver contexts
 
+    @abstractmethod
     def train_contexts(self, train: Sequence[Example], sil: Sequence[SilverContext],
                        rule: str) -> list[str]:
         """M_gen's training context per training example; `rule` is fallback.gen_train."""
-        raise NotImplementedError
 
     def filter_budgets(self, budgets: Budgets, data: Labelled) -> dict[str, int]:
         """The budgets of its filter model, checked before it is trained (none by default)."""
         return {}
 
+    @abstractmethod
     def test_contexts(self, models: Models, data: Labelled) -> TestContexts:
         """The context each test example's generator reads, and what produced it."""
-        raise NotImplementedError
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
