@@ -20,7 +20,7 @@ from .stats_cells import ci_text, csv_text, fmt_compact, paired_text
 
 # The spec fields this layout reads (ragrepro.report.result_specs refuses any other).
 FIELDS = frozenset({"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
-                    "pair_on", "note", "row_hook"})
+                    "pair_on", "note", "note_columns", "row_hook"})
 Row = dict[str, str]
 RunDir = Callable[[Row], "Path | None"]
 # CSV bookkeeping columns that are neither metrics nor settings.
@@ -94,6 +94,21 @@ def table_rows(rows: Sequence[Row], spec: dict[str, Any],
     return header, body
 
 
+def shared_settings_note(rows: Sequence[Row], columns: Sequence[str]) -> str:
+    """A sentence stating settings the table leaves out to stay readable (`note_columns`):
+    the value when every row shares it, else that it varies, so a reader never has to guess
+    what a hidden column held."""
+    parts = []
+    for col in columns:
+        values = sorted({fmt_compact(r.get(col, "")) for r in rows} - {""})
+        if len(values) == 1:
+            parts.append(f"{col} = {values[0]}")
+        elif values:
+            parts.append(f"{col} varies by row ({len(values)} values)")
+    return ("Settings not shown as columns (all in the CSV): " + "; ".join(parts) + ".") \
+        if parts else ""
+
+
 def to_markdown(title: str, header: list[str], body: list[list[str]], note: str = "") -> str:
     lines = [f"# {title}", ""]
     if note:
@@ -124,6 +139,8 @@ def write(spec: dict[str, Any], results: Path) -> tuple[Path, Path]:
     header, body = table_rows(rows, spec, lambda r: runs / str(r.get("run_id")))
     note = spec.get("note", "").format(resamples=DEFAULT_STATS.resamples,
                                        seed=DEFAULT_STATS.seed)
+    shared = shared_settings_note(rows, spec.get("note_columns") or [])
+    note = " ".join(p for p in (note, shared) if p)
     md = results / f"{name}_table.md"
     out_csv = results / f"{name}_table.csv"
     title = spec["title"].format(table=name.split("/")[-1])

@@ -239,8 +239,10 @@ def test_riches_tables_show_the_judge_accuracy(tmp_path) -> None:
     from riches.tables import TABLES, fill_row
 
     for spec in TABLES.values():
-        ctx = spec["context"]
-        assert ctx.index("autoais_judge_accuracy") == ctx.index("autoais_scorer") + 1
+        # the judge's accuracy follows the judge, as a column or in the note's settings
+        shown = spec["context"] if "autoais_scorer" in spec["context"] \
+            else spec.get("note_columns") or []
+        assert shown.index("autoais_judge_accuracy") == shown.index("autoais_scorer") + 1
         assert "hand-checked attribution set" in spec["note"]
     label = "50.0% [40.8, 59.2] on 120 hand-checked items"
     new = fill_row({"autoais_scorer": "llm-judge:a", "autoais_judge_accuracy": label}, tmp_path)

@@ -145,3 +145,12 @@ def test_committed_tables_name_their_source_relative_to_the_repository(tmp_path,
     assert shown_path(tmp_path / "results" / "filco" / "fig4.csv") == "results/filco/fig4.csv"
     outside = tmp_path.parent / "elsewhere" / "fig4.csv"
     assert shown_path(outside) == str(outside)
+
+
+def test_note_states_the_settings_a_table_leaves_out() -> None:
+    from ragrepro.report.run_rows import shared_settings_note
+    rows = [{"model": "m", "judge": "j", "k": "1"}, {"model": "m", "judge": "", "k": "4"}]
+    assert shared_settings_note(rows, ["model", "judge", "k", "absent"]) == (
+        "Settings not shown as columns (all in the CSV): model = m; judge = j; "
+        "k varies by row (2 values).")
+    assert shared_settings_note(rows, []) == ""
