@@ -26,6 +26,7 @@ from ralm.documents import doc_encoder
 from ralm.engine import StreamEval
 from ralm.lm_eval import RetrieverSource
 from ralm.official_loop import OfficialResult, official_eval
+from ralm.rerank import Rerank
 from ralm.settings import RunSettings, settings_from_defaults
 from ralm.windows import Window, make_windows
 
@@ -73,7 +74,7 @@ class Workload:
     scored_tokens: int
 
 
-def workload(windows: Sequence[Window], n_docs: dict[int, int], rerank: str,
+def workload(windows: Sequence[Window], n_docs: dict[int, int], rerank: Rerank,
              rerank_tokens: int) -> Workload:
     """Rows and logit positions of both paths for these windows (pure arithmetic).
 
@@ -83,10 +84,10 @@ def workload(windows: Sequence[Window], n_docs: dict[int, int], rerank: str,
     length = max(w.length for w in windows)
     for w in windows:
         n = n_docs.get(w.index, 0) if w.index > 0 else 0
-        r = 1 if rerank == "first" or n == 0 else n
+        r = n if rerank.lm_ranked and n > 0 else 1
         rows += r
         off += r * w.length
-        if rerank == "zeroshot" and n > 0:
+        if rerank.ranks_prefix and n > 0:
             prod += r * (rerank_tokens + w.n_scored)
         else:
             prod += w.n_scored
@@ -180,7 +181,8 @@ def bench_model(name: str, n_tokens: int, repeat: int) -> tuple[list[dict], list
             "bf16": lambda s=s, cand=cand: production_nll(lm_bf16, stream, s, cand)}, repeat)
         (prod, chosen), off = vals["production"], vals["official"]
         bf_times, bf_vals = times, vals
-        wl = workload(windows, {i: len(d) for i, d in cand.items()}, rerank, s.ralm.rerank_tokens)
+        wl = workload(windows, {i: len(d) for i, d in cand.items()}, s.rerank,
+                      s.ralm.rerank_tokens)
         f_prod = wl.rows * body + head * wl.head_positions_production
         f_off = wl.rows * body + head * wl.head_positions_official
         rel = abs(prod - off.nll_sum) / abs(off.nll_sum)

@@ -180,7 +180,7 @@ class StreamEval:
     def _predict(self, stream: Sequence[int], window: Window, ch: Choice) -> None:
         """The trained reranker's scores of the candidates given the prefix (Eq. 8)."""
         if self.predict is None:
-            raise ConfigError("ralm.rerank=predictive needs a trained reranker.")
+            raise ConfigError("ralm/rerank=predictive needs a trained reranker.")
         a, b = query_span(window.target_start,
                           self.reranker_prefix_tokens or self.settings.ralm.query_len)
         scores = self.predict(self.lm.decode(stream[a:b]), ch.docs)

@@ -1,4 +1,4 @@
-"""The gold-document upper bound (`ralm.rerank=gold`): every retrieval window gets the
+"""The gold-document upper bound (`ralm/rerank=gold`): every retrieval window gets the
 evaluated text's own article as its only document.
 
 This is a deliberate leak that no real run may have: it shows what the document-insertion
@@ -44,7 +44,7 @@ def gold_doc(d: LMDoc) -> dict[str, Any]:
 
 
 class GoldSource:
-    """Documents for `ralm.rerank=gold`. joined stream: the article holding the window's
+    """Documents for `ralm/rerank=gold`. joined stream: the article holding the window's
     first scored token (found by decoding the stream up to it); per_document streams: the
     stream's own document."""
 

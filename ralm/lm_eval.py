@@ -132,8 +132,8 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
                        from_file=retrieval_file)
     r, v = s.ralm, s.rerank
     if scorer and not v.ranks_prefix:
-        raise ConfigError(f"a scorer model (scorer=...) only applies to ralm.rerank=zeroshot "
-                          f"(this run: ralm.rerank={v.name}).")
+        raise ConfigError(f"a scorer model (scorer=...) only applies to ralm/rerank=zeroshot "
+                          f"(this run: ralm/rerank={v.name}).")
     docs_text = streams_of(texts, r.stream)
     streams = [lm.encode(t) for t in docs_text]  # the model's BOS policy (Gemma: BOS first)
     row = s.row(model_adds_bos=lm.add_bos, scorer_name=scorer.name or lm.name,

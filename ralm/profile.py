@@ -14,8 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from ragrepro.errors import ConfigError
 from ragrepro.methods import (
     MethodProfile,
     PlanExtras,
@@ -25,13 +27,39 @@ from ragrepro.methods import (
     qa_forward_tokens,
 )
 
-from .rerank import variant
+from .rerank import Rerank
 
 FORBIDDEN_TITLES_FIXTURE = Path("ralm") / "wikitext103_forbidden_titles.txt"
 
 
 def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
     return OmegaConf.select(cfg, key, default=default)
+
+
+def rerank_of(cfg: DictConfig) -> Rerank | None:
+    """The variant of a cell's `ralm.rerank` node (`{_target_: ralm.rerank.<Class>}`, chosen by
+    the ralm/rerank group), without building the run; None outside RALM language modelling."""
+    node = _sel(cfg, "ralm.rerank")
+    if node is None:
+        return None
+    target = node.get("_target_") if isinstance(node, (dict, DictConfig)) else None
+    if target is None:
+        raise ConfigError(f"ralm.rerank={node!r} is not a rerank variant: choose one with the "
+                          "config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/).")
+    found = get_object(str(target))
+    if not (isinstance(found, type) and issubclass(found, Rerank)):
+        raise ConfigError(f"ralm.rerank._target_={target} is not a ralm.rerank.Rerank class.")
+    return found()
+
+
+def id_view(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The run id hashes the variant by its name (`zeroshot`), as it did when `ralm.rerank`
+    was a plain name, so runs finished before the variants became a config group are reused."""
+    node = resolved.get("ralm")
+    rerank = node.get("rerank") if isinstance(node, dict) else None
+    if not (isinstance(rerank, dict) and "_target_" in rerank):
+        return resolved
+    return {**resolved, "ralm": {**node, "rerank": get_object(str(rerank["_target_"])).name}}
 
 
 def sizing(cfg: DictConfig) -> Sizing:
@@ -43,7 +71,8 @@ def sizing(cfg: DictConfig) -> Sizing:
     if stride and _sel(cfg, "dataset.task") == "lm":
         windows = math.ceil(eval_tokens(cfg) / int(stride))
         # k as configured: read only by a variant that LM-ranks its candidates
-        passes = variant(str(_sel(cfg, "ralm.rerank"))).candidates(_sel(cfg, "ralm.k", 1))
+        v = rerank_of(cfg)
+        passes = v.candidates(_sel(cfg, "ralm.k", 1)) if v is not None else 1
         tokens = windows * int(_sel(cfg, "ralm.max_length", 1024)) * passes
     else:
         tokens = qa_forward_tokens(cfg, int(_sel(cfg, "qa.num_docs", 0) or 1),
@@ -85,10 +114,9 @@ def fixture_locations(cfg: DictConfig, root: Path) -> dict[str, object]:
 
 def coverage(cfg: DictConfig, metrics: Mapping[str, Any] | None) -> str:
     """A retrieval cell whose text fit in the first window never retrieved."""
-    rerank = _sel(cfg, "ralm.rerank")
-    if rerank is not None and variant(str(rerank)).retrieves and metrics \
-            and metrics.get("n_windows_with_doc") == 0:
-        return (f"rerank={rerank} but no window had a document: the fixture text is shorter "
+    v = rerank_of(cfg)
+    if v is not None and v.retrieves and metrics and metrics.get("n_windows_with_doc") == 0:
+        return (f"ralm/rerank={v.name} but no window had a document: the fixture text is shorter "
                 f"than one window, so retrieval was never exercised")
     return ""
 
@@ -98,11 +126,12 @@ PROFILE = MethodProfile(
     packages=("ralm",),
     config_nodes=("ralm", "qa", "reranker", "scorer", "label_model"),
     conf_dir=None,  # conf/ralm, conf/reranker, conf/scorer live in the repository's conf/
-    config_groups=("scorer", "reranker"),
+    config_groups=("scorer", "reranker", "ralm/rerank"),
     generation_keys=("qa.max_new_tokens",),
     plan=plan,
     training_caps=training_caps,
     fixture_locations=fixture_locations,
     coverage=coverage,
     untimed_training="reranker",
+    id_view=id_view,
 )

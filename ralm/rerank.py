@@ -1,7 +1,8 @@
 """Choosing one document among the top-k retrieved (paper §6; reference §3.5): the variants of
 `ralm.rerank`, one small class each, and the choice rules they use.
 
-Variants (`ralm.rerank=<name>`; the name is the row's `rerank` column and part of the run id):
+Variants (the config group `ralm/rerank=<name>`, conf/ralm/rerank/<name>.yaml, whose option sets
+`ralm.rerank: {_target_: ralm.rerank.<Class>}`; the name is the row's `rerank` column):
 - `none`: no retrieval at all (the "no retrieval" rows).
 - `first`: the retriever's top hit (no reranking).
 - `random`: uniform among the top k, from a generator seeded by (seed, retrieval index), so a
@@ -14,9 +15,9 @@ Variants (`ralm.rerank=<name>`; the name is the row's `rerank` column and part o
   leak, the mechanism's upper bound; ralm/gold.py).
 
 The pipeline asks a variant what it needs (documents? a search? an LM ranking pass? a trained
-reranker?) and never compares its name: a new variant is a class here and its name in
-`VARIANTS`. The name stays a plain string in the config (`ralm.rerank`), so run ids and the
-`ralm.rerank=...` overrides of every sweep are those of the runs already made.
+reranker?) and never compares its name: a new variant is a class here, its name in `VARIANTS`
+and an option file in conf/ralm/rerank/. The run id hashes the variant by its name
+(ralm/profile.py `id_view`), so the runs made when `ralm.rerank` was a plain string are reused.
 """
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ class Rerank:
 
     def pick(self, n_docs: int, seed: int, retrieval_index: int) -> int:
         """The choice of a variant that neither LM-ranks nor predicts."""
-        raise NotImplementedError(f"ralm.rerank={self.name} does not pick without scores")
+        raise NotImplementedError(f"ralm/rerank={self.name} does not pick without scores")
 
     def candidates(self, k: int) -> int:
         """LM passes per retrieval window (ragrepro plan): k for an LM ranking, else 1."""
@@ -121,7 +122,8 @@ NAMES = tuple(VARIANTS)
 
 
 def variant(name: str) -> Rerank:
-    """The variant `ralm.rerank=name` selects."""
+    """The variant class registered under `name` (ralm.settings.rerank_option reads the
+    config group option instead, as a run does)."""
     if name not in VARIANTS:
         raise unknown_name("ralm.rerank strategy", name, NAMES)
     return VARIANTS[name]()

@@ -210,7 +210,7 @@ def get_reranker(t: TrainingInputs):
     """(predict(prefix_text, docs) -> scores, info). Trains once per training config."""
     rc = t.rc
     if rc is None:
-        raise ConfigError("ralm.rerank=predictive needs a `reranker` config (e.g. "
+        raise ConfigError("ralm/rerank=predictive needs a `reranker` config (e.g. "
                           "reranker=minilm-l6).")
     mkey, dkey = model_key(t)
     folder = pr.model_dir(mkey)

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from ragrepro.errors import ConfigError
@@ -17,7 +18,7 @@ from ragrepro.paths import CONF_DIR
 from ragrepro.validate import limits
 
 from .rerank import NAMES as RERANK_NAMES
-from .rerank import Rerank, variant
+from .rerank import Rerank
 
 STREAMS = ("joined", "per_document")
 
@@ -38,7 +39,7 @@ class RalmSettings:
     query_clean_spaces: bool
     doc_max_tokens: int = field(metadata=limits(min=1))
     k: int = field(metadata=limits(min=1))
-    rerank: str = field(metadata=limits(choices=RERANK_NAMES))  # a ralm.rerank variant
+    rerank: Rerank           # the variant the config group ralm/rerank chose
     rerank_tokens: int = field(metadata=limits(min=1))
     word_count: str = field(metadata=limits(choices=WORD_COUNT_RULES))
     stream: str = field(metadata=limits(choices=STREAMS))
@@ -51,7 +52,11 @@ class RalmSettings:
     near_dup_threshold: float = field(metadata=limits(min=0, max=1))
 
     def __post_init__(self) -> None:
-        _one_of("ralm.rerank", self.rerank, RERANK_NAMES)
+        if not isinstance(self.rerank, Rerank):
+            raise ConfigError(
+                f"ralm.rerank={self.rerank!r} is not a rerank variant: choose one with the "
+                f"config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/: "
+                f"{', '.join(RERANK_NAMES)}), not `ralm.rerank=zeroshot`.")
         _one_of("ralm.word_count", self.word_count, WORD_COUNT_RULES)
         _one_of("ralm.stream", self.stream, STREAMS)
         if isinstance(self.window_bos, str) and self.window_bos != "auto":
@@ -69,7 +74,7 @@ class RunSettings:
     row (`row`) read only this object."""
 
     ralm: RalmSettings
-    rerank: Rerank                # the variant ralm.rerank names
+    rerank: Rerank                # the variant ralm/rerank chose (ralm.rerank)
     retrieval_stride: int         # ralm.retrieval_stride, null = the evaluation stride
     window_bos: bool              # ralm.window_bos, `auto` resolved against the model
     retrieval_file: str | None    # retrieval.from_file or ralm.retrieval_file
@@ -88,7 +93,7 @@ class RunSettings:
             raise ConfigError("retrieval.from_file and ralm.retrieval_file name different "
                               "files; set one.")
         every = ralm.retrieval_stride
-        return cls(ralm=ralm, rerank=variant(ralm.rerank),
+        return cls(ralm=ralm, rerank=ralm.rerank,
                    retrieval_stride=int(every if every is not None else ralm.stride),
                    window_bos=ralm.window_bos_for(model_adds_bos),
                    retrieval_file=from_file or own, seed=int(seed), batch_size=int(batch_size))
@@ -128,10 +133,35 @@ class RunSettings:
         }
 
 
+RERANK_GROUP = CONF_DIR / "ralm" / "rerank"
+
+
+def rerank_option(name: str) -> Rerank:
+    """The variant the option `ralm/rerank=<name>` selects, read from its config group file
+    (conf/ralm/rerank/<name>.yaml), so scripts and tests choose variants as a run does."""
+    path = RERANK_GROUP / f"{name}.yaml"
+    if not path.is_file():
+        options = sorted(p.stem for p in RERANK_GROUP.glob("*.yaml"))
+        raise ConfigError(f"ralm/rerank={name!r} is not an option of conf/ralm/rerank/; use "
+                          f"one of {options}.")
+    found = instantiate(OmegaConf.load(path).rerank)
+    assert isinstance(found, Rerank), path
+    return found
+
+
+def _default_rerank() -> str:
+    """The ralm/rerank option conf/ralm/base.yaml's defaults list chooses."""
+    for entry in OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").defaults:
+        if isinstance(entry, Mapping) and "/ralm/rerank" in entry:
+            return str(entry["/ralm/rerank"])
+    raise ConfigError("conf/ralm/base.yaml chooses no /ralm/rerank option.")
+
+
 def settings_from_defaults(values: Mapping[str, Any], *, seed: int, batch_size: int,
                            model_adds_bos: bool) -> RunSettings:
     """RunSettings outside a composed config (tests, benchmarks, scripts): the `ralm` node of
-    conf/ralm/base.yaml, where the defaults live, with `values` over it."""
+    conf/ralm/base.yaml, where the defaults live, with `values` over it; `rerank` is an
+    option name of conf/ralm/rerank/ (as on the command line) or a variant."""
     node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm)
     assert isinstance(node, dict)
     node.pop("_target_", None)
@@ -139,7 +169,9 @@ def settings_from_defaults(values: Mapping[str, Any], *, seed: int, batch_size: 
     unknown = sorted(set(values) - known)
     if unknown:
         raise ConfigError(f"{unknown} are not settings of RalmSettings; use {sorted(known)}.")
-    ralm = RalmSettings(**{**node, **values})
+    rerank = values.get("rerank", _default_rerank())
+    ralm = RalmSettings(**{**node, **values, "rerank": rerank_option(rerank)
+                           if isinstance(rerank, str) else rerank})
     return RunSettings.of(ralm, seed=seed, batch_size=batch_size,
                           model_adds_bos=model_adds_bos, from_file=None)
 

@@ -109,7 +109,7 @@ def document_source(run: Run, s: RunSettings, docs: list[LMDoc], streams: list[l
         return Documents()
     if not v.searches:
         if rfile:
-            raise ConfigError(f"ralm.rerank={v.name} uses the evaluated articles as documents; "
+            raise ConfigError(f"ralm/rerank={v.name} uses the evaluated articles as documents; "
                               "drop retrieval.from_file / ralm.retrieval_file.")
         return Documents(GoldSource(docs, streams, decode, joined=stream_mode == "joined"),
                          {"name": "gold"})

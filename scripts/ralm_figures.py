@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,11 @@ RETRIEVAL_ONLY = ["query_len", "retrieval_stride"]
 
 
 def swept_settings(experiment: str) -> list[str]:
-    """The settings names a figure sweeps (`ralm.query_len` -> `query_len`)."""
+    """The settings names a figure sweeps (`ralm.query_len` -> `query_len`, the group
+    `ralm/rerank` -> `rerank`)."""
     path = REPO_ROOT / "conf" / "experiment" / f"{experiment}.yaml"
     params = (yaml.safe_load(path.read_text()).get("hydra") or {}).get("sweeper", {})
-    names = [k.split(".")[-1] for k in (params.get("params") or {})]
+    names = [re.split(r"[./]", k)[-1] for k in (params.get("params") or {})]
     return [SETTING_OF.get(n, n) for n in names]
 
 

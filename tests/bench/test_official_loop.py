@@ -9,7 +9,7 @@ import torch
 from benchmarks.ralm_throughput import FixedDocs, production_nll, workload
 from ragrepro.models.lm import LM
 from ralm.official_loop import official_doc_ids, official_eval
-from ralm.settings import settings_from_defaults
+from ralm.settings import rerank_option, settings_from_defaults
 from ralm.windows import make_windows
 
 L, DOC_MAX, RANK = 48, 12, 8
@@ -103,10 +103,10 @@ def test_workload_counts_rows_and_logit_positions():
     # N=80, L=48, s=16: windows [0,48) scores 47; [16,64) 16; [32,80) 16
     ws = make_windows(80, 48, 16)
     assert [w.n_scored for w in ws] == [47, 16, 16]
-    first = workload(ws, {1: 3, 2: 3}, "first", 8)
+    first = workload(ws, {1: 3, 2: 3}, rerank_option("first"), 8)
     assert (first.rows, first.head_positions_production, first.head_positions_official) == \
         (3, 47 + 16 + 16, 3 * 48)
-    zs = workload(ws, {1: 3, 2: 2}, "zeroshot", 8)
+    zs = workload(ws, {1: 3, 2: 2}, rerank_option("zeroshot"), 8)
     assert zs.rows == 1 + 3 + 2
     assert zs.head_positions_production == 47 + 3 * (8 + 16) + 2 * (8 + 16)
     assert zs.head_positions_official == 6 * 48

@@ -20,8 +20,8 @@ from ragrepro.tracking import run_id_of
 # existed (commit 892481e): the finished runs behind results/ralm/table1.md keep their ids.
 IDS_BEFORE = {
     ("experiment=ralm/table1",): "819253efa5a3",
-    ("experiment=ralm/table1", "model=gemma3-270m", "ralm.rerank=zeroshot"): "17f34de899e8",
-    ("experiment=ralm/table1", "ralm.rerank=oracle"): "e0c2df25ca4f",
+    ("experiment=ralm/table1", "model=gemma3-270m", "ralm/rerank=zeroshot"): "17f34de899e8",
+    ("experiment=ralm/table1", "ralm/rerank=oracle"): "e0c2df25ca4f",
 }
 
 TEXT = ("The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, "

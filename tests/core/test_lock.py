@@ -235,10 +235,10 @@ def test_lock_command_covers_a_sweep(tmp_path):
 
 def test_sweep_of_crosses_command_line_and_experiment_sweeps():
     fixed, cells = lock.sweep_of(["experiment=x", "model=a,b", "seed=0"],
-                                 {"model": "c,d", "ralm.rerank": "none,first"})
+                                 {"model": "c,d", "ralm/rerank": "none,first"})
     assert fixed == ["experiment=x", "seed=0"]
-    assert cells == [["ralm.rerank=none", "model=a"], ["ralm.rerank=none", "model=b"],
-                     ["ralm.rerank=first", "model=a"], ["ralm.rerank=first", "model=b"]]
+    assert cells == [["ralm/rerank=none", "model=a"], ["ralm/rerank=none", "model=b"],
+                     ["ralm/rerank=first", "model=a"], ["ralm/rerank=first", "model=b"]]
     assert lock.sweep_of(["experiment=x", "model=e"], {"model": "c,d"}) == (
         ["experiment=x", "model=e"], [[]])  # a fixed key replaces the experiment's sweep
     assert lock.sweep_of(["experiment=x"], None) == (["experiment=x"], [[]])

@@ -82,7 +82,7 @@ def test_ray_retries_a_killed_worker_and_the_retry_resumes(ray_head, tmp_path):
 
 @pytest.mark.slow
 def test_embedded_model_cell_on_ray_equals_local(ray_head, tmp_path):
-    cell = ["experiment=ralm/table1", "model=smollm2-135m", "ralm.rerank=none", "limit=1",
+    cell = ["experiment=ralm/table1", "model=smollm2-135m", "ralm/rerank=none", "limit=1",
             "ralm.max_length=64", "ralm.stride=32"]
     local = ragrepro(["-m", *cell], base_env(tmp_path / "local"), timeout=600)
     assert local.returncode == 0, local.stderr[-3000:]

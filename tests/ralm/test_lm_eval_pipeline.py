@@ -76,10 +76,12 @@ class FakeRetriever:
         return {"name": "fake"}
 
 
-def ralm_settings(**over: Any):
+def ralm_settings(rerank: str = "first", **over: Any):
+    # the variant node exactly as its config group option writes it
+    option = OmegaConf.load(CONF_DIR / "ralm" / "rerank" / f"{rerank}.yaml").rerank
     node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm,
                            {"max_length": 16, "stride": 4, "query_len": 2, "doc_max_tokens": 3,
-                            "k": 2, "forbidden_titles": "none", **over})
+                            "k": 2, "forbidden_titles": "none", "rerank": option, **over})
     return instantiate(node)
 
 
@@ -129,7 +131,8 @@ def test_the_scorer_is_not_loaded_when_it_is_the_evaluated_model(tmp_path):
 
 
 def test_settings_keys_are_checked_when_the_pipeline_is_built():
-    base = OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm
+    base = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm,
+                           OmegaConf.load(CONF_DIR / "ralm" / "rerank" / "first.yaml"))
     for bad, match in (({"strid": 4}, "strid"), ({"word_count": "words"}, "word_count")):
         cfg = OmegaConf.create({"ralm": OmegaConf.merge(base, bad), "pipeline": "${ralm}"})
         with pytest.raises(ConfigError, match=match):

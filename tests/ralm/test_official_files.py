@@ -83,7 +83,7 @@ def test_local_text_with_retrieval_file_end_to_end(tmp_path, monkeypatch, smollm
     overrides = ["experiment=ralm/table1", "dataset=local_text", f"dataset.path={text_path}",
                  f"retrieval.from_file={rfile}", "model=smollm2-135m", "wandb.mode=disabled",
                  f"ralm.max_length={L}", f"ralm.stride={s}", "ralm.doc_max_tokens=24",
-                 "ralm.rerank=first", "limit=null"]
+                 "ralm/rerank=first", "limit=null"]
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cfg = compose(config_name="config", overrides=overrides)
     metrics = execute(cfg)

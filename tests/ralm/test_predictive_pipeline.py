@@ -30,7 +30,7 @@ def test_predictive_trains_once_and_is_reused(tmp_path, monkeypatch, smollm):
     from ralm import predictive as pr
 
     monkeypatch.setenv("RAGREPRO_RESULTS", str(tmp_path / "results"))
-    cfg = compose(TOY + ["ralm.rerank=predictive", "reranker.seed=12345"])
+    cfg = compose(TOY + ["ralm/rerank=predictive", "reranker.seed=12345"])
     m1 = execute(cfg)
     run_dir = next((tmp_path / "results" / "ralm" / "table1").iterdir())
     info = json.loads((run_dir / "metrics.json").read_text())["metadata"]["reranker"]
@@ -51,7 +51,7 @@ def test_predictive_trains_once_and_is_reused(tmp_path, monkeypatch, smollm):
     assert all(s["rerank_score"] is not None for s in samples[1:])
     # a second run (another experiment name, so another run id) reuses the trained weights
     before = folder.stat().st_mtime
-    cfg2 = compose(TOY + ["ralm.rerank=predictive", "reranker.seed=12345", "name=ralm/tmp2"])
+    cfg2 = compose(TOY + ["ralm/rerank=predictive", "reranker.seed=12345", "name=ralm/tmp2"])
     m2 = execute(cfg2)
     assert folder.stat().st_mtime == before
     assert m2["ppl_word"] == pytest.approx(m1["ppl_word"], rel=1e-6)
@@ -67,7 +67,7 @@ def test_zeroshot_with_a_separate_scorer_model(tmp_path, monkeypatch, smollm):
     from ragrepro.runner import execute
 
     monkeypatch.setenv("RAGREPRO_RESULTS", str(tmp_path / "results"))
-    base = TOY + ["ralm.rerank=zeroshot", "ralm.rerank_tokens=8"]
+    base = TOY + ["ralm/rerank=zeroshot", "ralm.rerank_tokens=8"]
     m_self = execute(compose(base))
     m_other = execute(compose(base + ["model.name=smollm2-alias",
                                       "scorer=smollm2-135m", "name=ralm/tmp3"]))

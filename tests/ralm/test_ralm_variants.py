@@ -111,7 +111,7 @@ def test_row_reads_as_the_committed_table1_rows():
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for (model, rerank), row in rows.items():
             cfg = compose("config", overrides=["experiment=ralm/table1", f"model={model}",
-                                               f"ralm.rerank={rerank}"])
+                                               f"ralm/rerank={rerank}"])
             ralm = instantiate(cfg.ralm, _convert_="all")
             s = RunSettings.of(ralm, seed=cfg.seed, batch_size=cfg.batch_size,
                                model_adds_bos=cfg.model.add_bos,
@@ -122,3 +122,30 @@ def test_row_reads_as_the_committed_table1_rows():
             assert list(got) == list(ROW_KEYS)
             assert {k: _csv(v) for k, v in got.items()} == {k: row[k] for k in ROW_KEYS}, \
                 (model, rerank)
+
+
+def test_the_config_group_and_the_registry_name_the_same_variants():
+    from ralm.settings import RERANK_GROUP, rerank_option
+    assert sorted(p.stem for p in RERANK_GROUP.glob("*.yaml")) == sorted(rr.NAMES)
+    for name in rr.NAMES:
+        assert type(rerank_option(name)) is rr.VARIANTS[name]
+    with pytest.raises(ConfigError, match=r"ralm/rerank='zero' is not an option.*'zeroshot'"):
+        rerank_option("zero")
+
+
+def test_a_variant_is_chosen_by_the_group_and_the_old_value_spelling_is_refused():
+    from hydra.errors import InstantiationException
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        cfg = compose("config", overrides=["experiment=ralm/table1", "ralm/rerank=oracle"])
+        assert type(instantiate(cfg.ralm).rerank) is rr.Oracle
+        old = compose("config", overrides=["experiment=ralm/table1", "ralm.rerank=zeroshot"])
+        with pytest.raises(InstantiationException, match=r"choose one with the config "
+                           r"group, e.g. `ralm/rerank=zeroshot`"):
+            instantiate(old.ralm)
+
+
+def test_run_ids_hash_the_variant_by_its_name():
+    from ralm.profile import id_view
+    resolved = {"ralm": {"k": 4, "rerank": {"_target_": "ralm.rerank.ZeroShot"}}, "seed": 0}
+    assert id_view(resolved) == {"ralm": {"k": 4, "rerank": "zeroshot"}, "seed": 0}
+    assert id_view({"filco": {}}) == {"filco": {}}

@@ -68,7 +68,7 @@ def test_location_overrides_leave_given_files_alone(tmp_path):
 def test_training_is_capped_like_limit():
     from ragrepro.rehearsal.config import training_caps
 
-    cfg = _compose("experiment=ralm/paper/table1", "ralm.rerank=predictive")
+    cfg = _compose("experiment=ralm/paper/table1", "ralm/rerank=predictive")
     assert training_caps(cfg, 2, 32, 4) == {"reranker.steps": 2, "reranker.n_examples": 32,
                                             "reranker.examples_per_text": 32,
                                             "reranker.batch_size": 4}
@@ -101,7 +101,8 @@ def test_a_retrieval_cell_that_never_retrieved_fails_the_rehearsal():
     from ragrepro.rehearsal.cells import coverage_problem
 
     def cfg(rerank):  # RALM's profile judges it (ralm/profile.py, `coverage`)
-        return OmegaConf.create({} if rerank is None else {"ralm": {"rerank": rerank}})
+        option = CONF_DIR / "ralm" / "rerank" / f"{rerank}.yaml"
+        return OmegaConf.create({} if rerank is None else {"ralm": OmegaConf.load(option)})
 
     assert "never exercised" in coverage_problem(cfg("first"), {"n_windows_with_doc": 0})
     assert coverage_problem(cfg("first"), {"n_windows_with_doc": 3}) == ""

@@ -14,7 +14,7 @@ from ragrepro.tracking import read_csv
 pytestmark = pytest.mark.slow
 
 # Two runs over the first 2 held-out articles (about 200 tokens), L=128, strides 8 and 16.
-SWEEP = ["-m", "experiment=ralm/table1", "model=smollm2-135m", "ralm.rerank=none",
+SWEEP = ["-m", "experiment=ralm/table1", "model=smollm2-135m", "ralm/rerank=none",
          "limit=2", "ralm.max_length=128", "ralm.stride=8,16", "wandb.mode=disabled"]
 
 

@@ -36,7 +36,7 @@ def test_report_on_real_ralm_runs(tmp_path):
     from ralm import table1
 
     res = tmp_path / "results"
-    _cli(res, "experiment=ralm/table1", "model=smollm2-135m", "ralm.rerank=none,first",
+    _cli(res, "experiment=ralm/table1", "model=smollm2-135m", "ralm/rerank=none,first",
          "limit=2", "ralm.max_length=128", "ralm.stride=16")
     _csv, md = table1.build("ralm/table1", res)
     text = md.read_text()
