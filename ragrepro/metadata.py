@@ -10,6 +10,7 @@ from functools import lru_cache
 
 import torch
 
+from . import methods
 from .paths import REPO_ROOT
 
 _PACKAGES = ("torch", "transformers", "tokenizers", "pyserini", "faiss-cpu", "hydra-core",
@@ -17,7 +18,14 @@ _PACKAGES = ("torch", "transformers", "tokenizers", "pyserini", "faiss-cpu", "hy
 
 
 # What computes a number: a commit that only touches docs or tests leaves the code id alone.
-CODE_PATHS = ("ragrepro", "ralm", "riches", "filco", "conf", "scripts", "pyproject.toml")
+# The core's paths; each registered method adds its packages (ragrepro.methods.code_paths).
+CODE_PATHS = ("ragrepro", "conf", "scripts", "pyproject.toml")
+
+
+def code_paths() -> tuple[str, ...]:
+    """CODE_PATHS and the method packages, in the order the code id has always hashed them
+    (git ls-tree sorts its output, so the order only matters for reading)."""
+    return CODE_PATHS[:1] + methods.code_paths() + CODE_PATHS[1:]
 
 
 def _git(*args: str) -> tuple[int, str]:
@@ -42,8 +50,8 @@ def git_state() -> dict[str, object]:
         return package_code_version()
     commit = head.strip()
     dirty = bool(_git("status", "--porcelain", "--untracked-files=no")[1].strip())
-    trees = _git("ls-tree", "HEAD", "--", *CODE_PATHS)[1]
-    diff = _git("diff", "HEAD", "--", *CODE_PATHS)[1]
+    trees = _git("ls-tree", "HEAD", "--", *code_paths())[1]
+    diff = _git("diff", "HEAD", "--", *code_paths())[1]
     version = f"git:{commit[:12]}" + (f"+dirty:{_sha(diff)[:8]}" if diff else "")
     return {"git_commit": commit, "git_dirty": dirty, "code_version": version,
             "code_id": _sha(trees + "\0" + diff)[:16]}

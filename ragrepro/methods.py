@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,12 @@ class MethodProfile:
                        setting that became a component keeps the id its plain name had
     metrics            ragrepro.metrics.registry.MetricInfo of the columns only this method
                        writes (label, direction, resampling units), described on first use
+    split_settings     result columns of this method that silently change a number: a plot
+                       whose runs differ in one draws a line per value (ragrepro.report.plots)
+    fixture_titles     the rehearsal: embedded article titles its fixtures must include
+    write_fixtures     the rehearsal: writes the method's own fixture files under the fixture
+                       root from the fixture articles ((title, text) pairs; the core's
+                       datasets use the first rows-per-split of them)
     """
 
     name: str
@@ -151,6 +157,9 @@ class MethodProfile:
     untimed_training: str = ""
     id_view: IdViewHook | None = None
     metrics: tuple[Any, ...] = ()
+    split_settings: tuple[str, ...] = ()
+    fixture_titles: Callable[[], list[str]] | None = None
+    write_fixtures: Callable[[Path, Sequence[tuple[str, str]], int], None] | None = None
 
 
 # -- sizing helpers for a plan hook (dataset facts, no method's) ----------------------------------
@@ -229,6 +238,15 @@ def registered() -> tuple[MethodProfile, ...]:
                     "knows no method. Reinstall the package (`make setup`, or `pip install "
                     "-e .`) so its entry points exist.", ENTRY_POINT_GROUP)
     return found
+
+
+def code_paths(profiles: Iterable[MethodProfile] | None = None) -> tuple[str, ...]:
+    """The methods' package folders, which ragrepro.metadata hashes into the code id beside
+    the core's (a method whose YAML lives in its own conf_dir ships it inside its package)."""
+    out: list[str] = []
+    for p in registered() if profiles is None else profiles:
+        out += [pkg for pkg in p.packages if pkg not in out]
+    return tuple(out)
 
 
 def conf_dirs(profiles: Iterable[MethodProfile] | None = None) -> list[Path]:

@@ -10,7 +10,7 @@ text never reached a window with a document.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +112,15 @@ def fixture_locations(cfg: DictConfig, root: Path) -> dict[str, object]:
     return {}
 
 
+def write_fixtures(root: Path, articles: Sequence[tuple[str, str]], n_rows: int) -> None:
+    """The rehearsal's WikiText-103 forbidden-titles file: the titles of the articles just
+    after the first split's rows, one quoted title per line (the official file's format)."""
+    path = root / FORBIDDEN_TITLES_FIXTURE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f'"{t}"\n' for t, _ in articles[n_rows:2 * n_rows + 1]),
+                    encoding="utf-8")
+
+
 def coverage(cfg: DictConfig, metrics: Mapping[str, Any] | None) -> str:
     """A retrieval cell whose text fit in the first window never retrieved."""
     v = rerank_of(cfg)
@@ -131,7 +140,10 @@ PROFILE = MethodProfile(
     plan=plan,
     training_caps=training_caps,
     fixture_locations=fixture_locations,
+    write_fixtures=write_fixtures,
     coverage=coverage,
     untimed_training="reranker",
     id_view=id_view,
+    # the word-count rule of word-level perplexity (and the row's older column name)
+    split_settings=("word_count", "word_count_rule"),
 )

@@ -8,14 +8,19 @@ The command-line check knows the variant group `riches/method`.
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.methods import MethodProfile, PlanExtras
 from ragrepro.metrics.registry import MetricInfo
+from ragrepro.paths import CONF_DIR
 
 FACTOID_WIKI_FIXTURE = Path("riches") / "factoid-wiki.jsonl"
+PROMPT_DIR = CONF_DIR / "riches" / "prompts"  # the shipped few-shot prompts
 
 
 def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
@@ -33,6 +38,40 @@ def fixture_locations(cfg: DictConfig, root: Path) -> dict[str, object]:
     if sel("riches.key.source") == "factoid-wiki" and not sel("riches.key.paths"):
         return {"riches.key.paths": [str(root / FACTOID_WIKI_FIXTURE)]}
     return {}
+
+
+def demo_propositions(prompt_dir: Path = PROMPT_DIR) -> dict[str, list[str]]:
+    """title -> propositions of every demonstration step in the RICHES prompt files."""
+    out: dict[str, list[str]] = {}
+    for path in sorted(prompt_dir.glob("*.yaml")):
+        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for ex in cfg.get("examples") or []:
+            for step in ex.get("steps") or []:
+                if step.get("title"):
+                    props = out.setdefault(str(step["title"]), [])
+                    if step.get("proposition") and step["proposition"] not in props:
+                        props.append(str(step["proposition"]))
+    return out
+
+
+def fixture_titles() -> list[str]:
+    """The demonstrations' source articles: their keys must be verbatim in the fixture index,
+    as a user's prompt must be at paper scale."""
+    return list(demo_propositions())
+
+
+def write_fixtures(root: Path, articles: Sequence[tuple[str, str]], n_rows: int,
+                   demo_props: Mapping[str, Sequence[str]] | None = None) -> None:
+    """The rehearsal's Factoid-Wiki: three propositions per article (its first sentences),
+    plus the demonstrations' own propositions for their articles (`demo_props`, default: the
+    shipped prompts')."""
+    demos = demo_propositions() if demo_props is None else demo_props
+    rows = [{"title": t, "propositions": [*(s.strip() + "." for s in x.split(". ")[:3]
+                                           if s.strip()), *demos.get(t, [])]}
+            for t, x in articles]
+    path = root / FACTOID_WIKI_FIXTURE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 # Ratios of two per-sample fields of RICHES's samples (resampled per question for their CIs).
@@ -54,5 +93,7 @@ PROFILE = MethodProfile(
                      "riches.iterative.max_new_tokens"),
     plan=plan,
     fixture_locations=fixture_locations,
+    fixture_titles=fixture_titles,
+    write_fixtures=write_fixtures,
     metrics=METRICS,
 )

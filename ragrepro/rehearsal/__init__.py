@@ -17,7 +17,8 @@ from omegaconf import DictConfig, OmegaConf
 from .. import sources
 from ..data.records import Passage
 from ..io import locked
-from ..paths import CONF_DIR, cache_dir
+from ..methods import registered
+from ..paths import cache_dir
 from ..retrieval.bm25 import build_lucene_index
 from ..retrieval.corpus import corpus_from_passages, read_dpr_tsv
 from . import fixtures
@@ -89,9 +90,9 @@ def ensure_fixtures(base: Path | None = None) -> Path:
     with locked(out):
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
-            demos = fixtures.demo_propositions(CONF_DIR / "riches" / "prompts")
-            fixtures.write_fixtures(out, fixtures.fixture_articles(extra_titles=list(demos)),
-                                    demos)
+            titles = [t for p in registered() if p.fixture_titles is not None
+                      for t in p.fixture_titles()]
+            fixtures.write_fixtures(out, fixtures.fixture_articles(extra_titles=titles))
             build_fixture_index(out)
             (out / "done").write_text("ok\n")
     return out

@@ -1,23 +1,23 @@
 """Hub-schema fixtures: a few rows per hub dataset in the exact schema the hub serves (column
-names, nesting, split names), DPR-format files, a Pile-style JSONL, the WikiText-103
-forbidden-titles file and Factoid-Wiki propositions, all made from embedded Wikipedia leads.
+names, nesting, split names), DPR-format files and a Pile-style JSONL, all made from embedded
+Wikipedia leads; each method profile's `write_fixtures` adds its own files (RALM the
+WikiText-103 forbidden titles, RICHES the Factoid-Wiki propositions).
 
 Row builders are pure (article -> hub row); `write_fixtures` lays them out as
     hub/<repo>/<config>/<split>.jsonl    (read by `datasets.load_dataset("json", ...)`)
     dpr/nq-test.json, dpr/trivia-test-dpr-results.json, dpr/psgs_w100.tsv
-    pile/<subset>.jsonl, ralm/wikitext103_forbidden_titles.txt, riches/factoid-wiki.jsonl
+    pile/<subset>.jsonl, <method>/... (the profiles' files)
 Content is synthetic (questions ask for an article's title); only the format is real."""
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..data.vital import load_articles
+from ..methods import MethodProfile, registered
 
 Article = tuple[str, str]  # (title, text)
 N_ROWS = 6                 # rows per split: a rehearsal uses a small `limit`
@@ -155,10 +155,9 @@ def _jsonl(path: Path, rows: Sequence[dict]) -> None:
 
 
 def write_fixtures(root: Path, articles: Sequence[Article],
-                   demo_props: Mapping[str, Sequence[str]] | None = None) -> None:
-    """Write every fixture file under `root` (see the module doc for the layout).
-    `demo_props` (title -> propositions) joins Factoid-Wiki, so few-shot demonstrations whose
-    keys must be verbatim in the index find them, as a user's prompt must at paper scale."""
+                   profiles: Iterable[MethodProfile] | None = None) -> None:
+    """Write every fixture file under `root` (see the module doc for the layout): the core's,
+    then each method profile's own (`profiles`, default: every registered one)."""
     for repo, config, splits, build in HUB:
         for k, split in enumerate(splits):
             part = articles[k * N_ROWS:(k + 1) * N_ROWS + 1]
@@ -180,15 +179,9 @@ def write_fixtures(root: Path, articles: Sequence[Article],
     for subset in PILE:
         _jsonl(root / "pile" / f"{subset}.jsonl",
                [{"text": t, "meta": {"pile_set_name": subset}} for _, t in articles[:N_ROWS]])
-    forbidden = root / "ralm" / "wikitext103_forbidden_titles.txt"
-    forbidden.parent.mkdir(parents=True, exist_ok=True)
-    forbidden.write_text("".join(f'"{t}"\n' for t, _ in articles[N_ROWS:2 * N_ROWS + 1]),
-                         encoding="utf-8")
-    demo_props = demo_props or {}
-    _jsonl(root / "riches" / "factoid-wiki.jsonl",
-           [{"title": t, "propositions": [*(s.strip() + "." for s in x.split(". ")[:3]
-                                            if s.strip()), *demo_props.get(t, [])]}
-            for t, x in articles])
+    for profile in registered() if profiles is None else profiles:
+        if profile.write_fixtures is not None:
+            profile.write_fixtures(root, articles, N_ROWS)
 
 
 def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Article]:
@@ -198,20 +191,6 @@ def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Arti
     out = [a for a in arts if len(a[1].split()) >= 60][:n]
     have = {t for t, _ in out}
     return out + [a for a in arts if a[0] in set(extra_titles) and a[0] not in have]
-
-
-def demo_propositions(prompt_dir: Path) -> dict[str, list[str]]:
-    """title -> propositions of every demonstration step in the RICHES prompt files."""
-    out: dict[str, list[str]] = {}
-    for path in sorted(prompt_dir.glob("*.yaml")):
-        cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        for ex in cfg.get("examples") or []:
-            for step in ex.get("steps") or []:
-                if step.get("title"):
-                    props = out.setdefault(str(step["title"]), [])
-                    if step.get("proposition") and step["proposition"] not in props:
-                        props.append(str(step["proposition"]))
-    return out
 
 
 def load_fixture_rows(path: Path) -> list[dict[str, Any]]:

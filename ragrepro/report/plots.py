@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..io import atomic_write_json
+from ..methods import registered
 from ..metrics.registry import MetricInfo
 from .runs import is_missing, to_float
 from .samples import interval_for
@@ -17,9 +18,15 @@ from .spec import _norm, metric_info
 log = logging.getLogger(__name__)
 
 # Settings that silently change a number: if they vary among a plot's runs, each value
-# gets its own line instead of being averaged together.
+# gets its own line instead of being averaged together. A method adds its own
+# (its profile's `split_settings`).
 SPLIT_IF_VARYING = ("scale", "dataset", "dataset_variant", "split", "limit", "max_length",
-                    "model_revision", "word_count_rule")
+                    "model_revision")
+
+
+def split_if_varying() -> tuple[str, ...]:
+    return SPLIT_IF_VARYING + tuple(s for p in registered() for s in p.split_settings
+                                    if s not in SPLIT_IF_VARYING)
 
 
 @dataclass
@@ -75,7 +82,7 @@ def _passes(run: Any, where: dict[str, Any]) -> bool:
 
 def series_columns(spec: dict[str, Any], runs: list[Any]) -> list[str]:
     cols = _as_list(spec.get("series") or ["model"])
-    for extra in SPLIT_IF_VARYING:
+    for extra in split_if_varying():
         if extra not in cols and len({_norm(r.get(extra)) for r in runs}) > 1:
             cols.append(extra)
     return cols

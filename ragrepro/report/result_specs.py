@@ -10,9 +10,9 @@ numbers sit in conf/report/paper/<paper>.yaml. A `_defaults.yaml` beside the spe
 under its own `results:`, what the results tables of that folder share (a table's keys win).
 `layout` is `runs` (the core's: one row per setting of the `by` columns, metrics with CIs,
 paired against a reference row; ragrepro.report.run_rows) or the module path of a method's
-own layout, which declares FIELDS and write_layout: `ralm.table1` (one row per run with its
-paired gain over the no-retrieval row), `filco.tables` (settings x a pivoted column with the
-paper's grid beside).
+own layout, which declares FIELDS and write_layout (`<package>.<module>`: the method packages
+ship theirs, e.g. one row per run with its paired gain over a baseline row, or settings x a
+pivoted column with the paper's grid beside; see docs/report.md).
 """
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ class Layout(Protocol):
 
 def layout_module(layout: str, where: Path | str = "the spec") -> Layout:
     """The layout named by a spec's `results.layout`: `runs` (the core's), or a module path
-    (e.g. `ralm.table1`, `filco.tables`) whose module has FIELDS and write_layout."""
+    (`<package>.<module>`) whose module has FIELDS and write_layout."""
     module = BUILTIN_LAYOUTS.get(layout, layout)
     if not isinstance(layout, str) or not layout:
         raise ConfigError(f"{where}: `results.layout` must be `runs` or a module path "
-                          f"(e.g. ralm.table1), not {layout!r}.")
+                          f"(`<package>.<module>` with FIELDS and write_layout), not {layout!r}.")
     try:
         found = importlib.import_module(module)
     except ModuleNotFoundError as e:

@@ -24,13 +24,9 @@ from ragrepro.metrics import registry
 from ragrepro.paths import REPO_ROOT
 
 CORE = REPO_ROOT / "ragrepro"
-# Core files that still name a method, each with why (issue 23 moves the rest out).
-KNOWN = {
-    "ragrepro/metadata.py": "CODE_PATHS: the repository folders the code version hashes",
-    "ragrepro/rehearsal/__init__.py": "the RICHES demo propositions the fixtures are built from",
-    "ragrepro/rehearsal/fixtures.py": "the fixture tree's per-method folders (ralm/, riches/)",
-    "ragrepro/report/result_specs.py": "an example layout module path in an error message",
-}
+# Core files that still name a method, each with why: none since issue 23 (the code id's
+# paths, the rehearsal's fixtures and the plots' split settings come from the profiles).
+KNOWN: dict[str, str] = {}
 
 TOY_PIPELINE = '''
     """A toy method: answers every other question with its first gold answer."""

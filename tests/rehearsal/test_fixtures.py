@@ -2,6 +2,8 @@
 differs), and the held-out dev split never reads the test split."""
 import pytest
 
+import ralm.profile
+import riches.profile
 from ragrepro import rehearsal
 from ragrepro.data import hub
 from ragrepro.data.catalog import dataset_config, load_named
@@ -23,7 +25,8 @@ ARTICLES = [(f"Title{i}", " ".join(f"w{i}_{j}" for j in range(70)) + f". Second 
 def fixtures(tmp_path, monkeypatch):
     monkeypatch.delenv("RAGREPRO_DATA", raising=False)  # activate() points it at the fixtures
     root = tmp_path / "fx"
-    write_fixtures(root, ARTICLES, {"Title0": ["Title0 is a fixture."]})
+    write_fixtures(root, ARTICLES)  # with every registered method's own files
+    riches.profile.write_fixtures(root, ARTICLES, N_ROWS, {"Title0": ["Title0 is a fixture."]})
     rehearsal.activate(root)
     yield root
     rehearsal.deactivate()
@@ -90,7 +93,23 @@ def test_dpr_tsv_passages_are_100_words():
 
 def test_factoid_wiki_carries_demo_propositions(fixtures):
     rows = load_fixture_rows(fixtures / "riches" / "factoid-wiki.jsonl")
-    assert "Title0 is a fixture." in rows[0]["propositions"]
+    # split on ". " then a period added: the last sentence keeps its own too ("Third..", a
+    # quirk of the v5 fixture tree, kept so that tree stays byte-identical)
+    assert rows[0] == {"title": "Title0", "propositions": [
+        " ".join(f"w0_{j}" for j in range(70)) + ".", "Second 0.", "Third..",
+        "Title0 is a fixture."]}
+
+
+def test_each_method_writes_its_own_fixtures(tmp_path):
+    """The core writes no method's files; each profile's hook does (ralm, riches)."""
+    write_fixtures(tmp_path / "core", ARTICLES, profiles=())
+    assert not (tmp_path / "core" / "ralm").exists()
+    assert not (tmp_path / "core" / "riches").exists()
+    ralm.profile.write_fixtures(tmp_path, ARTICLES, 2)
+    assert (tmp_path / "ralm" / "wikitext103_forbidden_titles.txt").read_text() == \
+        '"Title2"\n"Title3"\n"Title4"\n'
+    titles = riches.profile.fixture_titles()
+    assert titles and all(riches.profile.demo_propositions()[t] is not None for t in titles)
 
 
 # ---- dev is not test (issue 14/13): held-out part of train -------------------------------
