@@ -69,7 +69,9 @@ def _append_many(args):
 
 def test_parallel_appends_never_corrupt(tmp_path):
     path = tmp_path / "e.csv"
-    with mp.get_context("fork").Pool(4) as pool:
+    # spawn, not fork: a fork of a pytest process that already runs threads (tqdm monitors,
+    # torch) can inherit a held lock and hang; the full suite once did for 900 s here
+    with mp.get_context("spawn").Pool(4) as pool:
         pool.map(_append_many, [(path, w) for w in range(4)])
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
