@@ -27,7 +27,7 @@ from ragrepro.methods import (
     qa_forward_tokens,
 )
 
-from .rerank import Rerank
+from .rerank import Rerank, not_a_variant
 
 FORBIDDEN_TITLES_FIXTURE = Path("ralm") / "wikitext103_forbidden_titles.txt"
 
@@ -44,8 +44,7 @@ def rerank_of(cfg: DictConfig) -> Rerank | None:
         return None
     target = node.get("_target_") if isinstance(node, (dict, DictConfig)) else None
     if target is None:
-        raise ConfigError(f"ralm.rerank={node!r} is not a rerank variant: choose one with the "
-                          "config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/).")
+        raise not_a_variant(node)
     found = get_object(str(target))
     if not (isinstance(found, type) and issubclass(found, Rerank)):
         raise ConfigError(f"ralm.rerank._target_={target} is not a ralm.rerank.Rerank class.")

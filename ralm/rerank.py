@@ -121,6 +121,14 @@ VARIANTS: dict[str, type[Rerank]] = {
 NAMES = tuple(VARIANTS)
 
 
+def not_a_variant(value: Any) -> ConfigError:
+    """The error for a `ralm.rerank` that is not a variant (e.g. the plain name the node held
+    before it became a config group)."""
+    return ConfigError(f"ralm.rerank={value!r} is not a rerank variant: choose one with the "
+                       f"config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/: "
+                       f"{', '.join(NAMES)}), not `ralm.rerank=zeroshot`.")
+
+
 def variant(name: str) -> Rerank:
     """The variant class registered under `name` (ralm.settings.rerank_option reads the
     config group option instead, as a run does)."""

@@ -17,8 +17,7 @@ from ragrepro.metrics.perplexity import WORD_COUNT_RULES
 from ragrepro.paths import CONF_DIR
 from ragrepro.validate import limits
 
-from .rerank import NAMES as RERANK_NAMES
-from .rerank import Rerank
+from .rerank import Rerank, not_a_variant
 
 STREAMS = ("joined", "per_document")
 
@@ -53,10 +52,7 @@ class RalmSettings:
 
     def __post_init__(self) -> None:
         if not isinstance(self.rerank, Rerank):
-            raise ConfigError(
-                f"ralm.rerank={self.rerank!r} is not a rerank variant: choose one with the "
-                f"config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/: "
-                f"{', '.join(RERANK_NAMES)}), not `ralm.rerank=zeroshot`.")
+            raise not_a_variant(self.rerank)
         _one_of("ralm.word_count", self.word_count, WORD_COUNT_RULES)
         _one_of("ralm.stream", self.stream, STREAMS)
         if isinstance(self.window_bos, str) and self.window_bos != "auto":
