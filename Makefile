@@ -15,7 +15,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # threads spin against each other and the suite becomes 5-15x slower (measured).
 export RALM_TEST_THREADS ?= 1
 
-.PHONY: setup test test-fast reproduce-table1 bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse rehearse-real plan \
+.PHONY: setup test test-fast reproduce-table1 verify bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse rehearse-real plan \
 	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
 	reproduce-riches-ladder reproduce-filco-ladder \
 	judge-eval reranker-curve
@@ -38,6 +38,12 @@ test-fast: setup
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
 	$(PY) -m ralm.table1 ralm/table1
+
+# A rebuilt table against the committed one, cell by cell, with the stated tolerance (one unit of
+# the last printed digit or 1%): make reproduce-table1 && make verify [VERIFY_TABLES=...]
+VERIFY_TABLES ?= results/ralm/table1.md
+verify: setup
+	$(VENV)/bin/ragrepro verify $(VERIFY_TABLES)
 
 # Learning curve of the mini predictive reranker (docs/ralm.md): labels are cached and reused,
 # finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold).

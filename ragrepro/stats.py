@@ -207,6 +207,28 @@ def _test_statistic(ta: np.ndarray, tb: np.ndarray, contrast: Contrast) -> np.nd
     return np.abs(ta - tb)
 
 
+# Two permutation statistics closer than this (relative to the compared quantities) are a
+# tie. Per-unit sums computed on another CPU, or with another thread count, differ by float
+# reduction noise (float32 epsilon 6e-8; measured: NLL sums 1e-7 relative apart). A unit whose
+# two values are equal up to that noise moves the statistic by about as much when it is
+# swapped, and without a tolerance the exact test counted such a pattern "as extreme" on one
+# machine and not on another (p 0.938 vs 0.930). 1e-5 is over 100x the noise and far below
+# any difference a table prints (docs/statistics.md).
+TIE_RTOL = 1e-5
+
+
+def tie_tolerance(ta: float, tb: float, contrast: Contrast) -> float:
+    """How far below the observed statistic a permuted one still counts as a tie: TIE_RTOL of
+    the compared values for a difference. For a relative change the statistic is |log(A/B)|,
+    whose noise is that of log A and log B (for perplexity, the mean NLLs): TIE_RTOL of their
+    size, and at least TIE_RTOL (a relative tolerance on the values is an absolute one there)."""
+    if contrast == "rel":
+        logs = [abs(math.log(x)) for x in (ta, tb) if x > 0 and math.isfinite(x)]
+        return TIE_RTOL * max([1.0, *logs])
+    scale = max(abs(ta), abs(tb))
+    return TIE_RTOL * scale if math.isfinite(scale) and scale > 0 else 1e-12
+
+
 def permutation_p(a: Units, b: Units, contrast: Contrast, resamples: int,
                   seed: int) -> tuple[float, int, bool]:
     """Two-sided paired permutation p-value: under no difference, swapping the two runs'
@@ -220,9 +242,9 @@ def permutation_p(a: Units, b: Units, contrast: Contrast, resamples: int,
         ta = a.scale * _apply(a.transform, va.sum(1) / ca.sum(1))
         tb = a.scale * _apply(a.transform, vb.sum(1) / cb.sum(1))
     t = _test_statistic(ta, tb, contrast)
-    t_obs = float(_test_statistic(np.array([a.estimate()]), np.array([b.estimate()]),
-                                  contrast)[0])
-    hits = int(np.sum(t >= t_obs - 1e-12 * max(1.0, t_obs)))
+    ea, eb = a.estimate(), b.estimate()
+    t_obs = float(_test_statistic(np.array([ea]), np.array([eb]), contrast)[0])
+    hits = int(np.sum(t >= t_obs - tie_tolerance(ea, eb, contrast)))
     p = hits / len(s) if exact else (hits + 1) / (len(s) + 1)
     return float(min(1.0, p)), len(s), exact
 

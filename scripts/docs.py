@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import logging
 import re
+import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -149,6 +150,43 @@ def read_repo_file(root: Path) -> Callable[[str], str | None]:
         path = root / source
         return path.read_text() if path.is_file() else None
     return read
+
+
+def read_committed_file(root: Path) -> Callable[[str], str | None] | None:
+    """A reader of files as committed at HEAD (`git show HEAD:path`), or None outside a git
+    checkout. A local run rewrites tracked sources (make reproduce-table1 writes
+    results/ralm/table1.md), so the committed pages are checked against the committed
+    sources, never against what this machine computed (issue 28)."""
+    try:
+        inside = subprocess.run(["git", "-C", str(root), "rev-parse", "--verify", "-q", "HEAD"],
+                                capture_output=True, text=True, check=False)
+    except OSError:
+        return None
+    if inside.returncode != 0:
+        return None
+
+    def read(source: str) -> str | None:
+        done = subprocess.run(["git", "-C", str(root), "show", f"HEAD:{source}"],
+                              capture_output=True, check=False)
+        return done.stdout.decode("utf-8") if done.returncode == 0 else None
+    return read
+
+
+def stale_pages(root: Path) -> list[str]:
+    """Pages whose generated blocks differ from their sources, each page compared in its own
+    state: a page as committed with the sources as committed, a page edited here with the
+    sources here (`make docs` after a rerun, before its commit). Outside git, the files as
+    they are. On a fresh clone (CI) both states are the commit."""
+    committed = read_committed_file(root)
+    out = []
+    for path in pages(root):
+        rel = str(path.relative_to(root))
+        text = path.read_text()
+        head = committed(rel) if committed is not None else None
+        read = committed if head is not None and head == text else read_repo_file(root)
+        if render(text, read, rel)[0] != text:
+            out.append(rel)
+    return out
 
 
 def pages(root: Path) -> list[Path]:

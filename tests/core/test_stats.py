@@ -6,6 +6,7 @@ import math
 import numpy as np
 import pytest
 
+from ragrepro import stats
 from ragrepro.errors import DataError
 from ragrepro.stats import (
     Units,
@@ -73,6 +74,34 @@ def test_exact_permutation_p_value_of_two_and_three_wins():
         t = paired_test(a, b, resamples=100)
         assert t.exact and t.permutations == 2 ** n
         assert t.p_value == pytest.approx(p)
+
+
+@pytest.mark.parametrize("noise", [1e-7, -1e-7, 0.0])
+def test_a_unit_equal_up_to_float_noise_is_a_tie_on_every_machine(noise):
+    # A beats B by 1 on units x, y; on z both runs scored 7.3 (another CPU: 1e-7 apart).
+    # Swapping z changes nothing, so of the 8 patterns "none", "both of x, y" and each of
+    # them with z swapped tie the observed |mean diff| = 2/3: p = 4/8, whatever the noise.
+    a = mean_units(["x", "y", "z"], [1.0, 1.0, 7.3])
+    b = mean_units(["x", "y", "z"], [0.0, 0.0, 7.3 * (1 + noise)])
+    t = paired_test(a, b, resamples=100)
+    assert t.exact and t.p_value == 0.5
+
+
+def test_without_the_tie_tolerance_the_noise_decides(monkeypatch):
+    # The same units with z's noise against A: the swapped-z patterns fall 1e-7 short of the
+    # observed statistic and only 2 of 8 count (p 0.25): the machine-dependent p of issue 28.
+    monkeypatch.setattr(stats, "TIE_RTOL", 0.0)
+    a = mean_units(["x", "y", "z"], [1.0, 1.0, 7.3])
+    b = mean_units(["x", "y", "z"], [0.0, 0.0, 7.3 * (1 - 1e-7)])
+    assert paired_test(a, b, resamples=100).p_value == 0.25
+
+
+def test_tie_tolerance_scales_with_the_compared_values():
+    assert stats.tie_tolerance(36.0, 30.0, "diff") == pytest.approx(36e-5)
+    # |log(A/B)| of perplexities: the noise is that of the mean NLLs, log 36 = 3.58
+    assert stats.tie_tolerance(36.0, 30.0, "rel") == pytest.approx(1e-5 * math.log(36.0))
+    assert stats.tie_tolerance(0.5, 0.4, "rel") == pytest.approx(1e-5)
+    assert stats.tie_tolerance(0.0, 0.0, "diff") == 1e-12
 
 
 def test_one_nonzero_difference_cannot_be_told_from_noise():
