@@ -25,6 +25,8 @@ SUBCOMMANDS = {
     "samples": "ragrepro.report.sample_view:main",
     "lock": "ragrepro.lock:main",
     "judge": "ragrepro.metrics.judging:main",   # fill in a deferred attribution judge
+    "verify": "ragrepro.verify:main",   # a rebuilt table against the committed one, per cell
+    "evidence": "ragrepro.evidence:main",   # pack/unpack the runs behind a committed table
 }
 
 
@@ -89,7 +91,9 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         quiet_loaders()
         module, func = SUBCOMMANDS[name].split(":")  # hydra's get_method cannot read "a.b:c"
-        getattr(importlib.import_module(module), func)(sys.argv[1:])
+        status = getattr(importlib.import_module(module), func)(sys.argv[1:])
+        if isinstance(status, int) and status:  # e.g. verify: 1 when a cell differs
+            raise SystemExit(status)
         return
     try:
         check_overrides(sys.argv[1:])

@@ -43,6 +43,7 @@ def test_compare_cell(committed, ours, status):
 
 def test_compare_cell_states_the_difference():
     status, detail = verify.compare_cell("0.938", "0.930")
+    assert status == "within"
     assert detail == "differs by 0.85% (0.930 vs committed 0.938; within tolerance)"
     assert verify.compare_cell("0.938", "0.930", rtol=0.001)[0] == "differs"
 
