@@ -1,0 +1,177 @@
+"""Evidence bundles: the finished runs behind a committed table, small enough to keep in git.
+
+    ragrepro evidence pack ralm/table1      # results/evidence/ralm/table1.jsonl.gz
+    ragrepro evidence unpack ralm/table1 --results-dir DIR
+
+A bundle is one gzip'd JSON-lines file: a header line, then one line per finished run of the
+experiment holding the text of its run files (metrics.json with its settings and metadata,
+config.json, code.json, samples.jsonl, retrievals.jsonl, ...; not W&B's folder, not files
+over `MAX_FILE_BYTES`). Packing is deterministic (runs and names sorted, gzip time 0), so the
+same runs give the same bytes. Unpacking writes the run folders and their CSV rows (rebuilt
+from each metrics.json, as `tracking.restore_row` does) under a results folder, where every
+reader (`ragrepro table`, `samples`, `compare`, the report) finds them as if computed there.
+Bundles live under results/evidence/, which no run writes to, so a committed bundle never
+makes `make reproduce-table1` skip its work.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import DataError, RagreproError
+from .io import atomic_write_text
+from .paths import results_dir
+
+log = logging.getLogger(__name__)
+
+FORMAT = "ragrepro-evidence"
+VERSION = 1
+MAX_FILE_BYTES = 1 << 20
+SKIPPED_DIRS = frozenset({"wandb"})
+
+
+def bundle_path(root: Path, experiment: str) -> Path:
+    return root / "evidence" / f"{experiment}.jsonl.gz"
+
+
+def finished_run_dirs(root: Path, experiment: str) -> list[Path]:
+    """The experiment's finished run folders (`<run_id>/` holding metrics.json; never tmp_)."""
+    base = root / experiment
+    return sorted(p.parent for p in base.glob("*/metrics.json")
+                  if not p.parent.name.startswith("tmp_"))
+
+
+def run_files(run_dir: Path) -> tuple[dict[str, str], list[str]]:
+    """({relative name: text} of the run's files, [names left out and why])."""
+    files: dict[str, str] = {}
+    left: list[str] = []
+    for path in sorted(run_dir.rglob("*")):
+        rel = path.relative_to(run_dir)
+        if not path.is_file() or rel.parts[0] in SKIPPED_DIRS or rel.name.startswith("."):
+            continue
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            left.append(f"{rel} ({size} bytes > {MAX_FILE_BYTES})")
+            continue
+        try:
+            files[str(rel)] = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            left.append(f"{rel} (not text)")
+    return files, left
+
+
+def pack(root: Path, experiment: str, out: Path | None = None) -> Path:
+    """Write the experiment's bundle; returns its path."""
+    dirs = finished_run_dirs(root, experiment)
+    if not dirs:
+        raise DataError(f"No finished runs under {root / experiment}: run "
+                        f"`ragrepro -m experiment={experiment}` first, then pack.")
+    lines = [json.dumps({"format": FORMAT, "version": VERSION, "experiment": experiment,
+                         "runs": len(dirs)}, sort_keys=True)]
+    for d in dirs:
+        files, left = run_files(d)
+        if left:
+            log.info("%s: not in the bundle: %s", d.name, "; ".join(left))
+        lines.append(json.dumps({"run_id": d.name, "files": files, "left_out": left},
+                                sort_keys=True, ensure_ascii=False))
+    path = out or bundle_path(root, experiment)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
+        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_bytes(buf.getvalue())
+    os.replace(tmp, path)
+    log.info("Wrote %s: %d runs, %d bytes", path, len(dirs), path.stat().st_size)
+    return path
+
+
+def read_bundle(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(header, run entries) of a bundle; a damaged one is refused by name."""
+    if not path.is_file():
+        raise DataError(f"{path}: no evidence bundle. Pack one with `ragrepro evidence pack "
+                        f"<experiment>` after the runs finished.")
+    try:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+        entries = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise DataError(f"{path} is damaged ({type(e).__name__}: {e}). Restore it from git "
+                        f"(`git checkout -- {path}`) or pack it again from the runs.") from e
+    if not entries or entries[0].get("format") != FORMAT:
+        raise DataError(f"{path} is not a ragrepro evidence bundle (no header line).")
+    header, runs = entries[0], entries[1:]
+    if header.get("version") != VERSION or header.get("runs") != len(runs):
+        raise DataError(f"{path}: header says version {header.get('version')} with "
+                        f"{header.get('runs')} runs, the file holds {len(runs)} (this code "
+                        f"reads version {VERSION}); restore it from git or pack it again.")
+    return header, runs
+
+
+def unpack(path: Path, root: Path) -> list[Path]:
+    """Write the bundle's run folders and CSV rows under `root`; returns the folders. A run
+    folder already there is left as it is (a run computed here wins over the bundle)."""
+    from .tracking import Run, append_csv_row, csv_row  # tracking imports the profiles
+
+    header, runs = read_bundle(path)
+    experiment = str(header["experiment"])
+    out = []
+    for entry in runs:
+        run = Run(experiment, str(entry["run_id"]), root)
+        metrics_path = run.final_dir / "metrics.json"
+        if not metrics_path.exists():
+            for name, text in entry["files"].items():
+                atomic_write_text(run.final_dir / name, text)
+            _stamp(run.final_dir)
+            data = json.loads(metrics_path.read_text(encoding="utf-8"))
+            done = Run(experiment, run.run_id, root, timings=dict(data.get("timings_s") or {}))
+            append_csv_row(run.csv_path, csv_row(
+                done, dict(data.get("metrics") or {}), dict(data.get("settings") or {}),
+                dict(data.get("metadata") or {}), finished_at=metrics_path.stat().st_mtime))
+        out.append(run.final_dir)
+    return out
+
+
+def _stamp(run_dir: Path) -> None:
+    """Give metrics.json the run's own finishing time (readers order runs by it)."""
+    data = json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))
+    started = (data.get("metadata") or {}).get("started_at")
+    if isinstance(started, (int, float)):
+        done = float(started) + sum(float(v) for v in (data.get("timings_s") or {}).values())
+        os.utime(run_dir / "metrics.json", (done, done))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="ragrepro evidence",
+                                 description=__doc__.splitlines()[0])
+    ap.add_argument("action", choices=("pack", "unpack"))
+    ap.add_argument("experiments", nargs="+", help="e.g. ralm/table1")
+    ap.add_argument("--results-dir", type=Path, default=None,
+                    help="where the runs are (pack) or go (unpack); default results/")
+    ap.add_argument("--bundles", type=Path, default=None,
+                    help="the bundles' root (default: results/ of this checkout)")
+    args = ap.parse_args(list(argv) if argv is not None else None)
+    root = args.results_dir or results_dir()
+    bundles = args.bundles or results_dir()
+    try:
+        for experiment in args.experiments:
+            if args.action == "pack":
+                pack(root, experiment, bundle_path(bundles, experiment))
+            else:
+                dirs = unpack(bundle_path(bundles, experiment), root)
+                log.info("Unpacked %d runs of %s under %s", len(dirs), experiment, root)
+    except RagreproError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
