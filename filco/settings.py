@@ -11,11 +11,17 @@ from typing import Any
 from ragrepro.errors import ConfigError
 from ragrepro.validate import limits
 
+from .measures import MEASURES
+from .prompts import CTX_ANSWER_PREFIXES, GEN_FORMATS
+from .split import SPLITTERS
+from .tasks import TASKS
 from .train import TrainConfig
 from .variants import Variant
 
 STAGES = ("generate", "context")
 PASSAGES = ("auto", "record", "retriever")
+MEASURE_MODES = ("paper", "code")
+TEST_CONTEXTS = ("predicted", "silver_as_released")
 TRAIN_ROLES = ("ctx", "gen", "psg")
 # TrainConfig fields a YAML may set (the seed is the run's)
 TRAIN_KEYS = tuple(f.name for f in fields(TrainConfig) if f.name != "seed")
@@ -49,9 +55,9 @@ FALLBACK_CHOICES = {"gen_train": ("top1", "empty"), "ctx_target": ("empty", "top
 class FallbackSettings:
     """`filco.fallback.*`: what replaces an empty silver or predicted context."""
 
-    gen_train: str           # top1 (code) | empty
-    ctx_target: str          # empty (code) | top1 | drop
-    test: str                # none (code) | top1
+    gen_train: str = field(metadata=limits(choices=FALLBACK_CHOICES["gen_train"]))  # top1: code
+    ctx_target: str = field(metadata=limits(choices=FALLBACK_CHOICES["ctx_target"]))  # empty: code
+    test: str = field(metadata=limits(choices=FALLBACK_CHOICES["test"]))  # none: code
 
     def __post_init__(self) -> None:
         for key, choices in FALLBACK_CHOICES.items():
@@ -102,18 +108,20 @@ class FilcoSettings:
 
     setting: Variant         # Full | Psg | FilCo | Silver: the filco/variant group builds it
     stage: str = field(metadata=limits(choices=STAGES))  # context: Table 3, Fig. 6
-    task: str                # auto (the dataset's `task`) | a filco.tasks.TASKS name
+    task: str = field(metadata=limits(choices=("auto", *TASKS)))  # auto: the dataset's `task`
     k: int = field(metadata=limits(min=1))  # retrieved passages per example
     passages: str = field(metadata=limits(choices=PASSAGES))
-    measure: str             # auto (the task's, paper §4.2) | strinc | lexical | cxmi
-    measure_mode: str        # paper | code
+    measure: str = field(metadata=limits(choices=("auto", *MEASURES)))  # auto: the task's (§4.2)
+    measure_mode: str = field(metadata=limits(choices=MEASURE_MODES))
     measure_overrides: Mapping[str, Any]
-    splitter: str            # pysbd | regex
+    splitter: str = field(metadata=limits(choices=SPLITTERS))
     cxmi: CxmiSettings
     fallback: FallbackSettings
-    gen_format: str          # train | code_test
-    ctx_answer_prefix: str   # answer | judgement (FEVER, get_inputs.py --answer_prefix)
-    test_context: str        # predicted (paper) | silver_as_released (released code)
+    gen_format: str = field(metadata=limits(choices=GEN_FORMATS))
+    # judgement: FEVER, get_inputs.py --answer_prefix
+    ctx_answer_prefix: str = field(metadata=limits(choices=CTX_ANSWER_PREFIXES))
+    # predicted: the paper; silver_as_released: the released code
+    test_context: str = field(metadata=limits(choices=TEST_CONTEXTS))
     max_input_tokens: int = field(metadata=limits(min=1))
     ctx_max_new_tokens: int = field(metadata=limits(min=1))
     gen_max_new_tokens: int = field(metadata=limits(min=1))
@@ -128,4 +136,4 @@ class FilcoSettings:
                 "silver and the switch variants), not `filco.setting=psg`.")
         _one_of("filco.stage", self.stage, STAGES)
         _one_of("filco.passages", self.passages, PASSAGES)
-        _one_of("filco.test_context", self.test_context, ("predicted", "silver_as_released"))
+        _one_of("filco.test_context", self.test_context, TEST_CONTEXTS)

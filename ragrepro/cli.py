@@ -6,16 +6,19 @@ import importlib
 import logging
 import os
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 import hydra
+from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig
 
-from .configcheck import check_config, check_overrides
-from .errors import ConfigError, RagreproError
+from .configcheck import check_cell, check_command_line, check_inputs
+from .errors import RagreproError
 from .paths import CONF_DIR
-from .validate import check_values
 
 log = logging.getLogger("ragrepro")
+T = TypeVar("T")
 
 SUBCOMMANDS = {
     "compare": "ragrepro.report.compare:main",
@@ -24,6 +27,7 @@ SUBCOMMANDS = {
     "plan": "ragrepro.plan:main",
     "samples": "ragrepro.report.sample_view:main",
     "lock": "ragrepro.lock:main",
+    "check": "ragrepro.results_check:main",   # the results folder against itself; --repair
     "judge": "ragrepro.metrics.judging:main",   # fill in a deferred attribution judge
     "verify": "ragrepro.verify:main",   # a rebuilt table against the committed one, per cell
     "evidence": "ragrepro.evidence:main",   # pack/unpack the runs behind a committed table
@@ -39,24 +43,21 @@ def _hydra_main() -> None:
     @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")
     def _run(cfg: DictConfig) -> float | None:
         quiet_loaders()
-        try:
-            check_values(cfg)  # every value's type and range, before torch or a model loads
-            check_config(cfg)
-            # deferred: runner imports torch (seconds); config errors are reported before
-            from .runner import execute
-
-            metrics = execute(cfg)
-        except Exception as e:  # only user errors are turned into exit code 2
-            user_error = _user_error(e, RagreproError)
-            if user_error is None:
-                raise
-            log.error("%s", user_error)
-            raise SystemExit(2) from None
+        metrics = user_errors_exit_2(lambda: _checked_run(cfg))
         if metrics and cfg.get("sweep_metric") in (metrics or {}):
             return float(metrics[cfg.sweep_metric])
         return None
 
     _run()
+
+
+def _checked_run(cfg: DictConfig) -> dict | None:
+    check_cell(cfg)  # every value's type and range, before torch or a model loads
+    check_inputs(cfg)  # the data files it names
+    # deferred: runner imports torch (seconds); config errors are reported before
+    from .runner import execute
+
+    return execute(cfg)
 
 
 # Third-party loggers that report their own import at INFO (FAISS tries each CPU build and
@@ -91,16 +92,31 @@ def main() -> None:
         logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
         quiet_loaders()
         module, func = SUBCOMMANDS[name].split(":")  # hydra's get_method cannot read "a.b:c"
-        status = getattr(importlib.import_module(module), func)(sys.argv[1:])
+        command = getattr(importlib.import_module(module), func)
+        status = user_errors_exit_2(lambda: command(sys.argv[1:]))
         if isinstance(status, int) and status:  # e.g. verify: 1 when a cell differs
             raise SystemExit(status)
         return
-    try:
-        check_overrides(sys.argv[1:])
-    except ConfigError as e:
-        print(f"error: {e}", file=sys.stderr)
-        raise SystemExit(2) from None
+    user_errors_exit_2(lambda: check_command_line(sys.argv[1:]))
     _hydra_main()
+
+
+# What a user can fix: ours, and Hydra's for an unknown experiment, group option or key and
+# for override syntax (MissingConfigException is a ConfigCompositionException).
+USER_ERRORS = (RagreproError, ConfigCompositionException, OverrideParseException)
+
+
+def user_errors_exit_2(command: Callable[[], T]) -> T:
+    """The one wrapper of every subcommand and of the run's command-line check: a user error
+    is `error: <message>` on stderr and exit code 2, without a traceback; a bug keeps its."""
+    try:
+        return command()
+    except Exception as e:
+        user_error = _user_error(e, USER_ERRORS)
+        if user_error is None:
+            raise
+        print(f"error: {user_error}", file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

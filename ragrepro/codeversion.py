@@ -9,13 +9,13 @@ config only, so after a code change the same command finds the earlier run:
 """
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
 from .errors import ConfigError
 from .io import atomic_write_json
+from .run_files import read_run_json
 
 log = logging.getLogger(__name__)
 CODE_FILE = "code.json"
@@ -53,7 +53,7 @@ def check_resume(work_dir: Path, current: dict[str, Any], allow: bool) -> list[d
     """The code versions of a run's records, the current one last; records it in the run's
     working folder. Refuses to continue records written by other code unless `allow`."""
     path = work_dir / CODE_FILE
-    recorded = json.loads(path.read_text(encoding="utf-8"))["versions"] if path.exists() else None
+    recorded = read_run_json(path, {"versions": list})["versions"] if path.exists() else None
     if not _has_work(work_dir):
         versions = [version_of(current)]
     else:

@@ -6,7 +6,7 @@
 A bundle is one gzip'd JSON-lines file: a header line, then one line per finished run of the
 experiment holding the text of its run files (metrics.json with its settings and metadata,
 config.json, code.json, samples.jsonl, retrievals.jsonl, ...; not W&B's folder, not files
-over `MAX_FILE_BYTES`). Packing is deterministic (runs and names sorted, gzip time 0), so the
+over `MAX_FILE_BYTES`, not RALM's official-format retrieval.json). Packing is deterministic (runs and names sorted, gzip time 0), so the
 same runs give the same bytes. Unpacking writes the run folders and their CSV rows (rebuilt
 from each metrics.json, as `tracking.restore_row` does) under a results folder, where every
 reader (`ragrepro table`, `samples`, `compare`, the report) finds them as if computed there.
@@ -29,6 +29,7 @@ from typing import Any
 from .errors import DataError, RagreproError
 from .io import atomic_write_text
 from .paths import results_dir
+from .tracking import Run, append_csv_row, folder_row
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,9 @@ FORMAT = "ragrepro-evidence"
 VERSION = 1
 MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({"wandb"})
+# RALM's retrieval.json is the official code's format of what retrievals.jsonl records
+# (ralm/lm_eval.py write_official_file): the same documents a second time, 47% of a bundle.
+SKIPPED_FILES = frozenset({"retrieval.json"})
 
 
 def bundle_path(root: Path, experiment: str) -> Path:
@@ -56,6 +60,9 @@ def run_files(run_dir: Path) -> tuple[dict[str, str], list[str]]:
     for path in sorted(run_dir.rglob("*")):
         rel = path.relative_to(run_dir)
         if not path.is_file() or rel.parts[0] in SKIPPED_DIRS or rel.name.startswith("."):
+            continue
+        if str(rel) in SKIPPED_FILES:
+            left.append(f"{rel} (a copy of retrievals.jsonl in the official format)")
             continue
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -118,8 +125,6 @@ def read_bundle(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 def unpack(path: Path, root: Path) -> list[Path]:
     """Write the bundle's run folders and CSV rows under `root`; returns the folders. A run
     folder already there is left as it is (a run computed here wins over the bundle)."""
-    from .tracking import Run, append_csv_row, csv_row  # tracking imports the profiles
-
     header, runs = read_bundle(path)
     experiment = str(header["experiment"])
     out = []
@@ -131,10 +136,7 @@ def unpack(path: Path, root: Path) -> list[Path]:
                 atomic_write_text(run.final_dir / name, text)
             _stamp(run.final_dir)
             data = json.loads(metrics_path.read_text(encoding="utf-8"))
-            done = Run(experiment, run.run_id, root, timings=dict(data.get("timings_s") or {}))
-            append_csv_row(run.csv_path, csv_row(
-                done, dict(data.get("metrics") or {}), dict(data.get("settings") or {}),
-                dict(data.get("metadata") or {}), finished_at=metrics_path.stat().st_mtime))
+            append_csv_row(run.csv_path, folder_row(run, data, metrics_path.stat().st_mtime))
         out.append(run.final_dir)
     return out
 

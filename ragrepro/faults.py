@@ -11,6 +11,14 @@ RAGREPRO_FAULT="kill_in_commit=N"      SIGKILL this process after step N of a ru
 RAGREPRO_FAULT="kill_in_overwrite=N"   SIGKILL after step N of overwrite=true's removal of a
                                        finished run (Run.start: 1 = its CSV row dropped,
                                        2 = its folder moved aside)
+RAGREPRO_FAULT="sleep_before_commit=S" sleep up to S seconds after a run's results are
+                                       written, before its commit (ragrepro.runner), holding
+                                       its writer lock: a second copy started meanwhile
+                                       overlaps; RAGREPRO_FAULT_RELEASE=<path> ends the sleep
+                                       as soon as that file exists
+RAGREPRO_FAULT="readonly_after_samples=N" after the N-th record, make the run's working
+                                       folder and its files read-only (chmod a-w, as its
+                                       owner): the next write meets a real permission error
 RAGREPRO_FAULT_ONCE=<path>             the fault fires only if this file does not exist yet,
                                        and creates it when firing (so a sweep dies once)
 """
@@ -19,6 +27,8 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import time
+from pathlib import Path
 
 
 def _spec() -> tuple[str, int] | None:
@@ -54,7 +64,7 @@ def before_sample_write() -> None:
         raise OSError(errno.ENOSPC, "No space left on device (injected)")
 
 
-def after_sample_write() -> None:
+def after_sample_write(folder: Path | None = None) -> None:
     global _written
     _written += 1
     spec = _spec()
@@ -63,6 +73,24 @@ def after_sample_write() -> None:
     kind, n = spec
     if kind == "kill_after_samples" and _written >= n and _armed():
         os.kill(os.getpid(), signal.SIGKILL)
+    if kind == "readonly_after_samples" and _written == n and folder is not None and _armed():
+        _make_read_only(folder)
+
+
+def _make_read_only(folder: Path) -> None:
+    for path in [*folder.rglob("*"), folder]:  # the folder last: its entries stay reachable
+        os.chmod(path, path.stat().st_mode & ~0o222)
+
+
+def before_commit() -> None:
+    """After a run's results are written, before its commit (its writer lock held)."""
+    spec = _spec()
+    if spec is None or spec[0] != "sleep_before_commit" or not _armed():
+        return
+    release = os.environ.get("RAGREPRO_FAULT_RELEASE")
+    deadline = time.monotonic() + spec[1]
+    while time.monotonic() < deadline and not (release and Path(release).exists()):
+        time.sleep(0.1)
 
 
 def _kill_at(kind: str, step: int) -> None:

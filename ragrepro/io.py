@@ -70,12 +70,73 @@ def disk_full_error(path: Path, e: OSError) -> RagreproError:
                          f"rerun the same command: finished runs are kept and skipped.")
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write to a temporary file in the same folder, then rename: readers never see half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+# errnos of a write refused by permissions or a read-only filesystem (not a full disk)
+NOT_WRITABLE = frozenset({errno.EACCES, errno.EPERM, errno.EROFS})
+
+
+def not_writable_error(path: Path, e: OSError) -> RagreproError:
+    """A write refused mid-run (the folder turned read-only, its owner changed)."""
+    return RagreproError(f"Could not write {path}: {e.strerror}. The work so far is kept "
+                         f"there; make {Path(path).parent} writable again and rerun the same "
+                         f"command: it resumes (or copy the results to a writable place and "
+                         f"rerun with results_dir=<that path>).")
+
+
+def _write_error(path: Path, e: OSError) -> RagreproError | None:
+    if e.errno == errno.ENOSPC:
+        return disk_full_error(path, e)
+    if e.errno in NOT_WRITABLE:
+        return not_writable_error(path, e)
+    return None
+
+
+def _raise_write_error(path: Path, e: OSError) -> None:
+    """Raise the user error for a failed write (full disk, no permission), else `e` itself."""
+    error = _write_error(path, e)
+    if error is None:
+        raise e
+    raise error from e
+
+
+def _read_umask() -> int:
+    """The process umask, read without changing it: os.umask can only be read by setting it,
+    which would let another thread create a file under the wrong mask meanwhile."""
     try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _UMASK_AT_IMPORT  # no /proc (not Linux, or Linux < 4.7)
+
+
+def _umask_by_swap() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+# Read once while importing (before this module starts any thread), for systems without /proc.
+_UMASK_AT_IMPORT = _umask_by_swap()
+
+
+def file_mode() -> int:
+    """The mode a plain open() would give a new file under the current umask."""
+    return 0o666 & ~_read_umask()
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Write to a temporary file in the same folder, then rename: readers never see half a file.
+    The file gets the mode a plain open() would (mkstemp's is 0600 whatever the umask), so a
+    results folder on a shared filesystem stays readable by the group the umask allows."""
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError as e:
+        _raise_write_error(path, e)
+    try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -84,9 +145,45 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     except OSError as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if e.errno == errno.ENOSPC:
-            raise disk_full_error(path, e) from e
-        raise
+        _raise_write_error(path, e)
+
+
+def check_writable(paths: list[Path], root: Path) -> None:
+    """Refuse a run, before anything loads, when one of `paths` (folders or files, existing
+    or not yet) cannot be written: a file must open for appending, a folder must take a new
+    file; a path not there yet is judged by its nearest existing folder."""
+    seen: set[Path] = set()
+    for path in paths:
+        path = Path(path)
+        while not path.exists() and path != path.parent:
+            path = path.parent
+        if path in seen:
+            continue
+        seen.add(path)
+        try:
+            _probe(path)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                raise disk_full_error(path, e) from e
+            if e.errno not in NOT_WRITABLE:
+                raise
+            raise RagreproError(
+                f"The results folder is not writable: {path} ({e.strerror}). Nothing was "
+                f"run. Give a writable folder: results_dir=<writable path> (or the "
+                f"environment variable RAGREPRO_RESULTS; now {root}), or make {path} "
+                f"writable.") from e
+
+
+def _probe(path: Path) -> None:
+    if path.is_dir():
+        fd, tmp = tempfile.mkstemp(dir=path, prefix=".ragrepro-probe-")
+        try:
+            os.write(fd, b"x")
+        finally:
+            os.close(fd)
+            os.unlink(tmp)
+    else:
+        os.close(os.open(path, os.O_WRONLY | os.O_APPEND))
 
 
 def atomic_write_json(path: str | Path, obj: Any) -> None:
@@ -117,9 +214,7 @@ def append_line(path: str | Path, line: str) -> None:
             f.flush()
             os.fsync(f.fileno())
     except OSError as e:
-        if e.errno == errno.ENOSPC:
-            raise disk_full_error(path, e) from e
-        raise
+        _raise_write_error(path, e)
 
 
 def read_jsonl_tolerant(path: str | Path) -> list[dict[str, Any]]:

@@ -31,11 +31,12 @@ from typing import Any
 import yaml
 from huggingface_hub import constants
 from huggingface_hub.file_download import repo_folder_name
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import OmegaConf
 
 from . import assets, sources
+from .configcheck import compose_cell, compose_checked
 from .errors import ConfigError, RagreproError
 from .hashing import file_hash_cached, hash_obj
 from .paths import CONF_DIR
@@ -371,13 +372,12 @@ def lock_pins(overrides: list[str], multirun: bool) -> list[Pin]:
         fixed, cells = overrides, [[]]
         if multirun:
             plain = sweep_of(overrides, None)[0]
-            full = compose("config", overrides=plain, return_hydra_config=True)
+            full = compose_checked(plain, return_hydra_config=True)
             params = OmegaConf.select(full, "hydra.sweeper.params", default=None)
             fixed, cells = sweep_of(overrides, OmegaConf.to_container(params)
                                     if params is not None else None)  # type: ignore[arg-type]
         for cell in cells:
-            cfg = OmegaConf.to_container(compose("config", overrides=[*fixed, *cell]),
-                                         resolve=True)
+            cfg = OmegaConf.to_container(compose_cell([*fixed, *cell]), resolve=True)
             for pin in pins_of(cfg):  # type: ignore[arg-type]
                 old = merged.get(pin.entry)
                 keys = tuple(sorted(set(pin.keys) | set(old.keys if old else ())))

@@ -29,7 +29,7 @@ from hydra.errors import InstantiationException
 from hydra.utils import get_object, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from .errors import ConfigError
+from .errors import ConfigError, RagreproError
 from .tracking import Run
 
 
@@ -84,6 +84,8 @@ def build_pipeline(cfg: DictConfig) -> Pipeline:
     try:
         return instantiate(cfg.pipeline, _convert_="object")
     except InstantiationException as e:
+        if isinstance(e.__cause__, RagreproError):  # a loader's own error (a bad data file)
+            raise e.__cause__ from None
         # e.g. a settings dataclass given an unknown (renamed) or missing key
         raise ConfigError(f"Building the pipeline `{pipeline_target(cfg)}` failed: {e}. Check "
                           "the keys of the experiment and its settings files against the "

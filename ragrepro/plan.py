@@ -23,9 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from hydra import compose, initialize_config_dir
+from hydra import initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 
+from .configcheck import compose_cell, compose_checked
 from .dtypes import row_dtype
 from .errors import ConfigError
 from .methods import (  # the hook records, importable from here as before
@@ -399,10 +400,11 @@ def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         cells: list[list[str]] = [[]]
         if multirun:
-            full = compose("config", overrides=overrides, return_hydra_config=True)
+            full = compose_checked(overrides, return_hydra_config=True)
             params = OmegaConf.select(full, "hydra.sweeper.params", default=None)
             cells = sweep_cells(OmegaConf.to_container(params) if params is not None else None)
-        plans = [plan_cell(compose("config", overrides=[*overrides, *c]), " ".join(c), gpu_gb,
+        # each cell checked as its run would be: a value the run refuses is not planned
+        plans = [plan_cell(compose_cell([*overrides, *c]), " ".join(c), gpu_gb,
                            n, tok_per_s) for c in cells]
     note = (f"{tok_per_s:,.0f} tokens/s (given)" if tok_per_s else
             f"tokens/s = {TFLOPS:.0f} TFLOP/s / (2 x LM params), one GPU's worth "

@@ -1,9 +1,9 @@
 """The life of one run: identity, skip-if-finished, pipeline call, results, W&B."""
 from __future__ import annotations
 
-import json
 import logging
 import random
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -15,18 +15,21 @@ from hydra.types import RunMode
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
+from . import faults, runlock
 from . import lock as locks
 from .cluster import sweep_group
-from .codeversion import announce_reuse, mixed
+from .codeversion import CODE_FILE, announce_reuse, mixed
 from .data.hub import split_source_of
 from .dtypes import row_dtype
-from .errors import ConfigError
+from .errors import ConfigError, RagreproError
+from .io import not_writable_error
 from .metadata import git_state, machine, package_versions
 from .models.lm import device_type
 from .paths import results_dir
 from .pipeline import Result, build_pipeline, pipeline_callable
 from .plan import check_fits
 from .retrieval.faiss_index import config_label
+from .run_files import read_metrics
 from .tracking import Run, run_id_of
 from .wandb_logger import WandbMirror
 
@@ -125,7 +128,6 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     # valid); the resolved type goes into the row and a reuse across types is announced.
     device = device_of(resolved)
     run = run_for(resolved)
-    experiment = run.experiment
     code = git_state()
     rehearsing = bool(OmegaConf.select(cfg, "rehearsal.enabled", default=False))
     lock = None if rehearsing else locks.find_lock(cfg.get("lock_file", None))
@@ -137,7 +139,23 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
     if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
         check_fits(cfg)  # a cell that cannot fit is refused before any download
+    # One writer per run folder (ragrepro/runlock.py): a second copy started meanwhile (a
+    # relaunched sweep, a requeued job) skips instead of overwriting the first one's files.
+    with runlock.writing(run, runlock.WriterSettings.of(resolved.get("writer"))) as writer:
+        if writer is None:
+            return None  # a live copy is writing this run (logged); a rerun finds it finished
+        if run.is_finished() and not cfg.get("overwrite", False):  # it finished meanwhile
+            return _reuse_finished(run, resolved, code, device, lock, allow)
+        return _compute(cfg, run, resolved, code, device, lock, allow, writer)
+
+
+def _compute(cfg: DictConfig, run: Run, resolved: dict[str, Any], code: dict[str, Any],
+             device: str, lock: Any, allow: bool,
+             writer: runlock.WriterLock) -> dict[str, Any]:
+    """Start (or resume) the working folder, run the pipeline and commit, holding `writer`."""
+    experiment = run.experiment
     seed_everything(int(cfg.get("seed", 0)))
+    fresh = not run.work_dir.exists()
     run.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
               allow_code_change=bool(cfg.get("allow_code_change", False)))
     log.info("Run %s/%s -> %s", experiment, run.run_id, run.work_dir)
@@ -145,7 +163,7 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     wandb_cfg["group"] = sweep_group(experiment, _sweep_dir(), wandb_cfg.get("group"))
     mirror = WandbMirror(wandb_cfg, experiment,
                          str(cfg.get("method") or "run"), run.run_id, run.work_dir)
-    failed = True
+    failed, refused = True, False
     try:
         mirror.log_config(resolved)
         started = time.time()
@@ -164,12 +182,31 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
                     **result.extra}
         run.write_results(resolved, result.metrics, settings, metadata)
         _mirror_safely(mirror, result.metrics, settings, run)
+        faults.before_commit()
+        writer.check_held()  # a copy that took the run over commits it, not this one
         run.commit()
         failed = False
         log.info("Finished %s/%s: %s", experiment, run.run_id, _fmt(result.metrics))
         return result.metrics
+    except RagreproError:
+        refused = fresh  # e.g. a text too short: the folder this start made goes again
+        raise
+    except PermissionError as e:  # a write outside ragrepro.io's own (which name the file)
+        if e.filename and Path(str(e.filename)).is_relative_to(run.root):
+            raise not_writable_error(Path(str(e.filename)), e) from e
+        raise
     finally:
         mirror.finish(failed=failed)
+        if refused:
+            _discard_unstarted(run)
+
+
+def _discard_unstarted(run: Run) -> None:
+    """Remove a working folder that a refused run created and wrote nothing into but its code
+    version (and the W&B mirror's files): no `tmp_*` is left for a run that never started."""
+    folder = run.work_dir
+    if folder.is_dir() and all(p.name in (CODE_FILE, "wandb") for p in folder.iterdir()):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _reuse_finished(run: Run, resolved: dict[str, Any], code: dict[str, Any], device: str,
@@ -179,7 +216,7 @@ def _reuse_finished(run: Run, resolved: dict[str, Any], code: dict[str, Any], de
     name = f"{run.experiment}/{run.run_id}"
     log.info("Run %s is already finished: skipping (set overwrite=true to redo). Results: %s",
              name, run.final_dir)
-    finished = json.loads((run.final_dir / "metrics.json").read_text())
+    finished = read_metrics(run.final_dir / "metrics.json")  # damage: DataError, exit 2
     announce_reuse(name, finished.get("metadata") or {}, code)
     done = finished.get("settings") or {}
     announce_device_reuse(name, done, device)

@@ -37,21 +37,23 @@ from .io import (
     atomic_write_text,
     disk_full_error,
     locked,
-    read_jsonl_tolerant,
 )
 from .methods import id_view
+from .run_files import csv_damaged, read_csv_text, read_metrics, read_records
 
 log = logging.getLogger(__name__)
 
 # Keys that never change a number: excluded from the run id.
 COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "progress",
                            "fault", "hydra", "notes", "tags", "allow_code_change",
-                           "resources", "lock_file", "allow_unlocked"})
+                           "resources", "lock_file", "allow_unlocked", "writer",
+                           "min_scored_tokens"})
 # Keys added after results were committed, at the value that reproduces what ran before
 # them: left out of the hash at that value (at any depth), so existing run ids stay valid.
 # `attn_implementation: null` is transformers' own choice, which every earlier run used;
 # `setup` is the rehearsal's hook (conf/rehearsal/cpu.yaml), which ran before it was named.
-ID_NEUTRAL = {"attn_implementation": None, "setup": "ragrepro.rehearsal.enter"}
+ID_NEUTRAL = {"attn_implementation": None, "setup": "ragrepro.rehearsal.enter",
+              "refine": None}  # retriever.faiss.refine: null = no re-ranking, as before
 # Credential-like key names only: a bare "token" substring would also hide settings such as
 # doc_max_tokens or rerank_tokens, and configs could no longer be compared.
 _SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)
@@ -156,7 +158,8 @@ class Run:
 
     # -- incremental per-sample records (also the resume checkpoint) -------------------
     def done_samples(self) -> list[dict[str, Any]]:
-        return read_jsonl_tolerant(self.samples_path)
+        """The records so far; a torn last line is dropped, any other bad line is refused."""
+        return read_records(self.samples_path, finished=False)
 
     def add_sample(self, record: dict[str, Any]) -> None:
         try:
@@ -164,7 +167,7 @@ class Run:
         except OSError as e:
             raise disk_full_error(self.samples_path, e) from e
         append_line(self.samples_path, json.dumps(record, ensure_ascii=False, default=float))
-        faults.after_sample_write()
+        faults.after_sample_write(self.work_dir)
 
     def repair_samples(self) -> list[dict[str, Any]]:
         """Rewrite samples.jsonl without a torn last line and return its records."""
@@ -238,17 +241,22 @@ def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
     return row
 
 
+def folder_row(run: Run, data: dict[str, Any], finished_at: float | None) -> dict[str, Any]:
+    """The row `commit` wrote, rebuilt from the run's metrics.json content (`data`): the
+    same columns and values (wall_s from its timings); finished_at is the caller's."""
+    rebuilt = Run(run.experiment, run.run_id, run.root,
+                  timings=dict(data.get("timings_s") or {}))
+    return csv_row(rebuilt, dict(data.get("metrics") or {}), dict(data.get("settings") or {}),
+                   dict(data.get("metadata") or {}), finished_at=finished_at)
+
+
 def restore_row(run: Run) -> bool:
     """Rebuild a finished run's missing CSV row from its metrics.json (the same columns
     `commit` writes; finished_at is the file's time). Returns whether a row was added."""
     if any(r.get("run_id") == run.run_id for r in read_csv(run.csv_path)):
         return False  # the common case reads the CSV once, without the lock
     path = run.final_dir / "metrics.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
-    rebuilt = Run(run.experiment, run.run_id, run.root,
-                  timings=dict(data.get("timings_s") or {}))
-    row = csv_row(rebuilt, dict(data.get("metrics") or {}), dict(data.get("settings") or {}),
-                  dict(data.get("metadata") or {}), finished_at=path.stat().st_mtime)
+    row = folder_row(run, read_metrics(path), finished_at=path.stat().st_mtime)
     append_csv_row(run.csv_path, row)  # replaces by run id: two restoring skips leave one row
     log.warning("Run %s/%s was finished but missing from %s: its row was restored from %s.",
                 run.experiment, run.run_id, run.csv_path, path)
@@ -290,7 +298,13 @@ def _write_rows(path: Path, rows: list[dict[str, Any]],
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
+    """An experiment's CSV rows; binary garbage raises a DataError naming the CSV and line
+    (ragrepro.run_files). The rows are not checked against the run folders here: the
+    report's reader and `ragrepro check` do that (ragrepro.results_check)."""
     if not Path(path).exists():
         return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
+    reader = csv.DictReader(io.StringIO(read_csv_text(path), newline=""))
+    try:
+        return list(reader)
+    except csv.Error as e:
+        raise csv_damaged(path, f"unreadable CSV: {e}", reader.line_num) from e

@@ -9,7 +9,10 @@ method package declares per field in its own settings module:
 
 so the core learns no method's key names. The root keys of conf/config.yaml (limit, seed,
 batch_size, device, ...) are declared here, in `RootKeys`. A wrong value is a ConfigError
-(exit code 2) naming the key, the value and what is allowed.
+(exit code 2) naming the key, the value and what is allowed. A length a model reads
+declares that model's config node (`max_length: int = field(metadata=limits(min=2,
+positions="model"))`): the value is checked against the model's positions, read from its
+files without loading it (ragrepro.positions).
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .errors import ConfigError, did_you_mean
+from .positions import model_positions
 
 RANGE = "ragrepro.range"  # the dataclass field metadata key read here
 HYDRA_KEYS = frozenset({"_target_", "_partial_", "_recursive_", "_convert_", "_args_"})
@@ -40,7 +44,9 @@ class Range:
     """What a field allows beyond its type: numeric bounds (`min`, `max` inclusive, `above`
     exclusive), the words a field that takes a string may be, a regular expression for
     strings, `says`: the message's wording, where the default one would be unclear, and
-    `schema`: for a mapping field, the dataclass whose fields its keys are (all optional)."""
+    `schema`: for a mapping field, the dataclass whose fields its keys are (all optional);
+    `positions`: the config node of the model that reads this many tokens (`model`, or
+    `.encoder` relative to the settings node): the value may not exceed its positions."""
 
     min: float | None = None
     max: float | None = None
@@ -49,6 +55,7 @@ class Range:
     pattern: str | None = None
     says: str | None = None
     schema: type | None = None
+    positions: str | None = None
 
     def bound(self) -> str:
         """'>= 1', '> 0', 'in 0..1', or '' when the numbers are unbounded."""
@@ -72,10 +79,10 @@ def _num(x: float) -> str:
 def limits(min: float | None = None, max: float | None = None,
            above: float | None = None, choices: Sequence[str] | None = None,
            pattern: str | None = None, says: str | None = None,
-           schema: type | None = None) -> dict[str, Range]:
+           schema: type | None = None, positions: str | None = None) -> dict[str, Range]:
     """Field metadata: `x: int = field(metadata=limits(min=1))`."""
     return {RANGE: Range(min, max, above, tuple(choices) if choices else None, pattern, says,
-                         schema)}
+                         schema, positions)}
 
 
 # -- the root keys of conf/config.yaml (core settings; methods declare their own) ---------------
@@ -102,6 +109,16 @@ class Wandb:
 
 
 @dataclass(frozen=True)
+class Writer:
+    """conf/config.yaml `writer:` (ragrepro/runlock.py); stale_s >= 2 * heartbeat_s is
+    checked where the lock is taken (runlock.WriterSettings.of)."""
+
+    wait_s: float = field(metadata=limits(min=0, max=7 * 24 * 3600))
+    heartbeat_s: float = field(metadata=limits(above=0, max=3600))
+    stale_s: float = field(metadata=limits(above=0, max=7 * 24 * 3600))
+
+
+@dataclass(frozen=True)
 class RootKeys:
     """conf/config.yaml's own keys; `dtype`'s choices are checked by configcheck."""
 
@@ -115,12 +132,15 @@ class RootKeys:
     device: str = field(metadata=limits(pattern=DEVICE,
                                         says="auto, cpu, cuda, cuda:<index> or mps"))
     batch_size: int = field(metadata=limits(min=1))
+    # perplexity pipelines: fewer scored tokens are refused, fewer than 10x warned about
+    min_scored_tokens: int = field(metadata=limits(min=1))
     overwrite: bool
     allow_code_change: bool
     results_dir: str | None
     sweep_metric: str | None
     resources: Resources
     wandb: Wandb
+    writer: Writer
 
 
 # -- checking one value ---------------------------------------------------------------------
@@ -195,7 +215,9 @@ def value_error(key: str, value: Any, hint: Any, rng: Range | None) -> str | Non
 def _refusal(key: str, value: Any, hint: Any, rng: Range | None) -> str:
     shown = ({True: "true", False: "false"}[value] if isinstance(value, bool) else "null"
              if value is None else repr(value) if isinstance(value, str) else value)
-    return f"{key}={shown} must be {allowed(hint, rng)}."
+    close = did_you_mean(value, rng.choices) if isinstance(value, str) and rng and rng.choices \
+        else ""
+    return f"{key}={shown} must be {allowed(hint, rng)}.{close}"
 
 
 # -- checking a node against a dataclass -----------------------------------------------------
@@ -335,9 +357,33 @@ def config_errors(cfg: DictConfig) -> list[str]:
     """Every refused value of a composed config: root keys, then each settings node."""
     errors = list(node_errors("", _plain_root(cfg), RootKeys, partial=True, strict=False))
     for path, node, cls in settings_nodes(cfg):
-        errors += node_errors(f"{path}.", _plain(node), cls,
-                              partial=bool(node.get("_partial_", False)))
+        plain = _plain(node)
+        found = list(node_errors(f"{path}.", plain, cls,
+                                 partial=bool(node.get("_partial_", False))))
+        errors += found or list(positions_errors(cfg, path, plain, cls))
     return errors
+
+
+# -- lengths against the model that reads them ---------------------------------------------
+def positions_errors(cfg: DictConfig, path: str, node: Mapping[str, Any],
+                     cls: type) -> Iterator[str]:
+    """A length above the positions of the model its field names (`limits(positions=...)`)."""
+    for f in fields(cls):
+        rng = f.metadata.get(RANGE)
+        value = node.get(f.name)
+        if rng is None or rng.positions is None or not _is_kind(value, int):
+            continue
+        where = f"{path}{rng.positions}" if rng.positions.startswith(".") else rng.positions
+        model = OmegaConf.select(cfg, where, default=None)
+        if not isinstance(model, DictConfig):
+            continue
+        found = model_positions(_plain(model))
+        if found is not None and value > found[0]:
+            key, (limit, source) = f"{path}.{f.name}", found
+            yield (f"{key}={value} is above the {limit} token positions of `{where}` "
+                   f"({model.get('name') or model.get('source')}; {source}): a window that "
+                   f"long cannot be scored. Set {key}<={limit}, or choose a model with more "
+                   f"positions.")
 
 
 def _plain_root(cfg: DictConfig) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
-from ragrepro.errors import ConfigError
+from ragrepro.errors import ConfigError, DataError
 from ragrepro.generation import summarize
 from ragrepro.io import append_line, read_jsonl_tolerant
 from ragrepro.metrics import get_metric
@@ -124,10 +124,12 @@ def evaluate_streams(run: Run, lm: LM, s: RunSettings, source: DocSource | None,
 def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus: Deferred,
         retriever: Deferred, retrieval_file: str | None, scorer: Deferred,
         reranker: RerankerSettings | None, label_model: Deferred, dataset: Deferred,
-        seed: int, batch_size: int) -> Result:
+        seed: int, batch_size: int, min_scored_tokens: int = 1) -> Result:
     """Perplexity of `texts` under `lm`, each window conditioned on its chosen document.
     `dataset` is the texts' config (its name picks the forbidden titles; the reranker may
-    train on another split of it); `scorer`: a zero-shot scoring LM other than `lm`."""
+    train on another split of it); `scorer`: a zero-shot scoring LM other than `lm`;
+    `min_scored_tokens`: fewer scored tokens are refused before any retriever, reranker or
+    scorer is built (check_scored_tokens)."""
     s = RunSettings.of(settings, seed=seed, batch_size=batch_size, model_adds_bos=lm.add_bos,
                        from_file=retrieval_file)
     r, v = s.ralm, s.rerank
@@ -136,6 +138,11 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
                           f"(this run: ralm/rerank={v.name}).")
     docs_text = streams_of(texts, r.stream)
     streams = [lm.encode(t) for t in docs_text]  # the model's BOS policy (Gemma: BOS first)
+    check_scored_tokens(streams, texts, r.stream, dataset, min_scored_tokens)
+    positions = getattr(lm, "context_size", None)  # the loaded model's; checked before where known
+    if positions is not None and r.max_length > positions:
+        raise ConfigError(f"ralm.max_length={r.max_length} is above the {positions} token "
+                          f"positions of {lm.name}: set ralm.max_length<={positions}.")
     row = s.row(model_adds_bos=lm.add_bos, scorer_name=scorer.name or lm.name,
                 corpus_name=corpus.name)
     exclude = forbidden_titles(r.forbidden_titles, dataset.name) if v.searches else []
@@ -171,6 +178,45 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     extra = {"retriever_settings": d.retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
     return Result(metrics=metrics, settings=row, extra=extra)
+
+
+# The per-token NLL of a small LM on encyclopaedic text has a standard deviation of about
+# 3.5 nats (the mini Table 1 runs' windows); n scored tokens give log-perplexity a 95% CI of
+# about +-1.96 * 3.5 / sqrt(n) nats: +-0.69 (a factor of 2 in perplexity) at n = 100, the
+# default minimum, and +-0.22 (about 24%) at 10 x that, below which a run is warned about.
+WARN_FACTOR = 10
+
+
+def check_scored_tokens(streams: Sequence[Sequence[int]], texts: Sequence[LMDoc], mode: str,
+                        dataset: Deferred, minimum: int) -> None:
+    """Refuse a text that scores nothing, and a run whose texts give fewer than `minimum`
+    scored tokens (token 0 of each stream has no context and is never scored); warn below
+    WARN_FACTOR x minimum."""
+    source = _dataset_label(dataset)
+    if mode == "per_document":
+        for i, (st, doc) in enumerate(zip(streams, texts)):
+            if len(st) < 2:
+                raise DataError(f"{source}: text {i} ({doc.title or doc.doc_id!r}) has "
+                                f"{len(st)} token(s), so nothing in it is scored (the first "
+                                f"token has no context). Remove it, or set ralm.stream=joined.")
+    scored = sum(max(len(st) - 1, 0) for st in streams)
+    fix = (f"Evaluate a longer text or more of them (limit=null keeps every document), or "
+           f"set min_scored_tokens={max(scored, 1)} to accept it")
+    if scored < minimum:
+        raise DataError(f"{source}: the text gives {scored} scored token(s), below "
+                        f"min_scored_tokens={minimum}: a perplexity from so few tokens is not "
+                        f"a measurement (95% CI of log-perplexity wider than +-0.7 nats). "
+                        f"{fix}.")
+    if scored < WARN_FACTOR * minimum:
+        log.warning("%s: only %d scored tokens (< %d = %d x min_scored_tokens): the 95%% CI of "
+                    "its log-perplexity is wider than +-0.22 nats (about 24%% in perplexity).",
+                    source, scored, WARN_FACTOR * minimum, WARN_FACTOR)
+
+
+def _dataset_label(dataset: Deferred) -> str:
+    config = dataset.config or {}
+    path = config.get("path")
+    return f"dataset {dataset.name or '?'} ({path})" if path else f"dataset {dataset.name or '?'}"
 
 
 def doc_cut_checker(lm: LM, max_tokens: int, bos_first: bool) -> Callable[[dict], bool]:

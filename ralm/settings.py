@@ -20,6 +20,10 @@ from ragrepro.validate import limits
 from .rerank import Rerank, not_a_variant
 
 STREAMS = ("joined", "per_document")
+DOC_SOURCES = ("auto", "dataset", "retrieve")
+STRIP_PROMPT = ("tokens", "chars")
+PROMPT_BOS = ("tokenizer", "model")  # or true / false
+TRAIN_SOURCES = ("corpus", "dataset")
 
 
 def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
@@ -31,7 +35,7 @@ def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
 class RalmSettings:
     """`ralm.*`: language modelling with retrieval (paper §3-§6); see conf/ralm/base.yaml."""
 
-    max_length: int = field(metadata=limits(min=2))
+    max_length: int = field(metadata=limits(min=2, positions="model"))  # the LM's window
     stride: int = field(metadata=limits(min=1))  # and <= max_length - 1 (checked with the model)
     retrieval_stride: int | None = field(metadata=limits(min=1))
     query_len: int = field(metadata=limits(min=1))
@@ -177,12 +181,12 @@ class QASettings:
     """`qa.*`: open-domain QA (paper §5, official eval_qa.py); see conf/experiment/ralm/table4."""
 
     num_docs: int = field(metadata=limits(min=0))  # documents in the prompt (0 = closed book)
-    doc_source: str          # auto | dataset (the record's ctxs) | retrieve
+    doc_source: str = field(metadata=limits(choices=DOC_SOURCES))  # dataset: the record's ctxs
     normalize_question: bool
     max_new_tokens: int = field(metadata=limits(min=1))
     context_margin: int = field(metadata=limits(min=0))  # prompt kept to context_size - margin tokens
-    strip_prompt: str        # tokens | chars (official)
-    prompt_bos: str | bool   # tokenizer (official) | model | true | false
+    strip_prompt: str = field(metadata=limits(choices=STRIP_PROMPT))  # chars: official
+    prompt_bos: str | bool = field(metadata=limits(choices=PROMPT_BOS))  # tokenizer: official
     batch_size: int = field(metadata=limits(min=1))  # official: 1; >1 batches with left padding
 
     def __post_init__(self) -> None:
@@ -190,10 +194,9 @@ class QASettings:
             raise ConfigError(f"qa.num_docs={self.num_docs} must be >= 0.")
         if self.batch_size < 1:
             raise ConfigError(f"qa.batch_size={self.batch_size} must be >= 1.")
-        _one_of("qa.doc_source", self.doc_source, ("auto", "dataset", "retrieve"))
-        _one_of("qa.strip_prompt", self.strip_prompt, ("tokens", "chars"))
-        _one_of("qa.prompt_bos", str(self.prompt_bos).lower(),
-                ("tokenizer", "model", "true", "false"))
+        _one_of("qa.doc_source", self.doc_source, DOC_SOURCES)
+        _one_of("qa.strip_prompt", self.strip_prompt, STRIP_PROMPT)
+        _one_of("qa.prompt_bos", str(self.prompt_bos).lower(), (*PROMPT_BOS, "true", "false"))
 
     def row(self, *, doc_source: str, prompt_max_tokens: int,
             n_examples: int) -> dict[str, Any]:
@@ -216,9 +219,9 @@ class RerankerSettings:
 
     encoder: dict[str, Any]
     arch: str
-    max_length: int = field(metadata=limits(min=1))
+    max_length: int = field(metadata=limits(min=1, positions=".encoder"))  # encoder tokens
     prefix_tokens: int | None = field(metadata=limits(min=1))
-    train_source: str
+    train_source: str = field(metadata=limits(choices=TRAIN_SOURCES))
     train_split: str
     train_texts: int = field(metadata=limits(min=1))
     examples_per_text: int = field(metadata=limits(min=1))
@@ -236,4 +239,4 @@ class RerankerSettings:
 
     def __post_init__(self) -> None:
         # arch and loss are checked where they are used (ralm.predictive)
-        _one_of("reranker.train_source", self.train_source, ("corpus", "dataset"))
+        _one_of("reranker.train_source", self.train_source, TRAIN_SOURCES)

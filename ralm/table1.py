@@ -76,11 +76,16 @@ def read_gain_summary(path: Path) -> list[dict[str, Any]]:
     """Rows of a written summary CSV, typed as gain_rows.rows_of returns them. The runner
     records settings in sorted order, so the setting columns are put back in that order
     (the CSV header appends a setting first seen in a later row at the end)."""
-    with open(path, newline="", encoding="utf-8") as f:
-        raw = list(csv.DictReader(f))
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            raw = list(csv.DictReader(f))
+        typed = [{k: _typed(k, v) for k, v in r.items()} for r in raw]
+    except (UnicodeDecodeError, csv.Error, ValueError) as e:
+        raise DataError(f"{path} is damaged ({type(e).__name__}: {e}). It is generated from "
+                        f"the run folders: rebuild it with `python -m ralm.table1 "
+                        f"<experiment>` (or delete it).") from e
     out = []
-    for r in raw:
-        row = {k: _typed(k, v) for k, v in r.items()}
+    for row in typed:
         outputs = {k: v for k, v in row.items() if k in gain_render.OUTPUT_COLUMNS}
         settings = {k: row[k] for k in sorted(row) if k not in gain_render.OUTPUT_COLUMNS}
         out.append({**outputs, **settings})

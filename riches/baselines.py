@@ -8,7 +8,6 @@ Both copy retrieved passages, so they record no `keys_verbatim` (no decoded keys
 """
 from __future__ import annotations
 
-import csv
 import logging
 import time
 from dataclasses import dataclass, field
@@ -19,7 +18,7 @@ from tqdm import tqdm
 
 from ragrepro import generation
 from ragrepro.retrieval import Hit, Retriever
-from ragrepro.tracking import Run
+from ragrepro.tracking import Run, read_csv
 
 from . import markers
 from .beam import BeamConfig, HFStepModel, beam_search
@@ -46,12 +45,11 @@ class RowMatch:
 def auto_k(csv_path: Path, match: RowMatch, default: int) -> tuple[int, str]:
     """k = rounded mean number of keys of the finished RICHES run on the same dataset and
     model in this experiment's CSV (the paper matches k to RICHES's mean, §5.4)."""
-    if csv_path.exists():
-        with open(csv_path, newline="", encoding="utf-8") as f:
-            rows = [r for r in csv.DictReader(f) if r.get("riches_method") == "riches"
-                    and r.get("dataset") == match.dataset and r.get("model") == match.model
-                    and r.get("limit", "") == _csv_str(match.limit)
-                    and r.get("dataset_hops", "") == _csv_str(match.hops)]
+    if csv_path.exists():  # binary garbage: a DataError naming the CSV's line and the fix
+        rows = [r for r in read_csv(csv_path) if r.get("riches_method") == "riches"
+                and r.get("dataset") == match.dataset and r.get("model") == match.model
+                and r.get("limit", "") == _csv_str(match.limit)
+                and r.get("dataset_hops", "") == _csv_str(match.hops)]
         if rows and rows[-1].get("keys_per_answer"):
             return max(1, round(float(rows[-1]["keys_per_answer"]))), f"riches run {rows[-1]['run_id']}"
     log.warning("k=auto: no finished RICHES run in %s for this dataset/model; using k=%d",

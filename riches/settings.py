@@ -16,6 +16,12 @@ from ragrepro.metrics.autoais import AutoAIS
 from ragrepro.models.lm import LM
 from ragrepro.validate import limits
 
+from .keys import KEY_TYPES
+
+# Where a key may start and end (riches/constraint.py) and what a few-shot example shows
+# (riches/prompts.py example_key): declared here so a wrong word stops the run before it loads.
+KEY_BOUNDS = ("anywhere", "key")
+DEMOS = ("unit", "sentence", "first_sentence")
 # the AutoAIS judge for a run's LM, or None when attribution is disabled (riches/attribution.py)
 JudgeFactory = Callable[[LM], AutoAIS | None]
 
@@ -42,14 +48,15 @@ class KeySettings:
     carries them so that one dataclass describes every key type."""
 
     name: str
-    unit: str                 # title | title_paragraph | paragraph | sentence | proposition
-    start: str                # key: a key starts where an indexed key starts; anywhere
-    end: str                  # key: the close marker only where a key ends; anywhere
+    unit: str = field(metadata=limits(choices=KEY_TYPES))
+    # key: a key starts where an indexed key starts / the close marker only where one ends
+    start: str = field(metadata=limits(choices=KEY_BOUNDS))
+    end: str = field(metadata=limits(choices=KEY_BOUNDS))
     min_key_tokens: int = field(metadata=limits(min=1))
     start_at_word: bool
     evidence: str             # AutoAIS premise: key (the decoded text) | document
     max_new_tokens: int = field(metadata=limits(min=1))
-    demo: str                 # unit | sentence | first_sentence (riches/prompts.py example_key)
+    demo: str = field(metadata=limits(choices=DEMOS))
     source: str               # lm (mini) | factoid-wiki (paper, with paths)
     paths: Sequence[str]
     articles: str             # source=lm: sample

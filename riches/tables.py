@@ -4,7 +4,6 @@ conf/report/tables/riches/<table>.yaml (`ragrepro table riches/<table>`). This m
 the RICHES-specific row hook and the names the scripts and tests use."""
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -40,8 +39,7 @@ def fill_soft_score(row: dict[str, str], runs: Path) -> dict[str, str]:
     col = f"{key}_mean_score"
     path = runs / str(row.get("run_id")) / "autoais.jsonl"
     if row.get(col) in (None, "") and path.exists():
-        scores = [json.loads(line).get("nli_score") or 0.0
-                  for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        scores = [r.get("nli_score") or 0.0 for r in read_records(path)]  # damage: named
         row[col] = str(sum(scores) / len(scores)) if scores else ""
     return row
 

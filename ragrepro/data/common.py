@@ -33,6 +33,9 @@ def need_path(name: str, path: str | None, what: str) -> Path:
     p = Path(path).expanduser()
     if not p.exists():
         raise DataError(f"{p}: file not found (dataset {name!r}, {what}).")
+    if p.is_dir():
+        raise DataError(f"{p} is a folder; dataset {name!r} reads a file ({what}): point "
+                        f"dataset.path to the file inside it.")
     return p
 
 

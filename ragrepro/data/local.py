@@ -42,7 +42,12 @@ def text_file(*, name: str, task: str, variant: str | None, split: str, limit: i
               path: str | None, file_help: str) -> list[LMDoc]:
     """Documents of a local .txt (one document), .jsonl or .json ({"text": ...} each):
     local_text and the Pile subsets (RealNews, ArXiv, ...), which left the hub."""
-    return finish_docs(read_text_docs(need_path(name, path, file_help), name), name, split, limit)
+    file = need_path(name, path, file_help)
+    docs = read_text_docs(file, name)
+    if not any(d.text.strip() for d in docs):  # before a model loads: nothing would be scored
+        raise DataError(f"{file}: no text to evaluate (the file is empty, or every record's "
+                        f"'text' is); dataset {name!r} needs {file_help}.")
+    return finish_docs(docs, name, split, limit)
 
 
 # ---- question answering -----------------------------------------------------------------

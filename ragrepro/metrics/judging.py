@@ -30,9 +30,11 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from .. import ladder
-from ..errors import ConfigError
-from ..io import atomic_write_json, atomic_write_text, read_jsonl_tolerant
+from ..configcheck import group_options
+from ..errors import ConfigError, did_you_mean
+from ..io import atomic_write_json, atomic_write_text
 from ..paths import CONF_DIR, results_dir
+from ..run_files import read_metrics, read_records, read_run_json
 from ..tracking import Run, append_csv_row, csv_row
 from .autoais import AttributionItem, AutoAIS, load_autoais
 
@@ -155,10 +157,10 @@ def judge_run(run_dir: Path, args: Mapping[str, str]) -> bool:
     """Judge one finished run folder whose judge is pending (or any, with force=true);
     returns whether it was judged."""
     spec_path = run_dir / JUDGE_FILE
-    spec = json.loads(spec_path.read_text(encoding="utf-8"))
+    spec = read_run_json(spec_path, {"options": dict})  # damage: DataError naming the file
     if spec.get("status") == JUDGED and args.get("force") != "true":
         return False
-    run_config = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+    run_config = read_run_json(run_dir / "config.json")
     options = judge_options(spec["options"], args, run_config)
     reason = missing_judge(options)
     if reason:
@@ -166,7 +168,7 @@ def judge_run(run_dir: Path, args: Mapping[str, str]) -> bool:
                           f"(judge_model=<conf/model name>; judge_model=null: the run's own LM).")
     own_lm = instantiate(run_config["model"]) if options.get("judge_model") is None else None
     judge = load_autoais(lm=own_lm, **options)
-    samples = read_jsonl_tolerant(run_dir / "samples.jsonl")
+    samples = read_records(run_dir / "samples.jsonl", finished=True)
     metrics, settings, lines = judge_samples(judge, samples)
     write_scores(run_dir / "autoais.jsonl", lines)
     settings["autoais_status"] = f"{JUDGED} later (ragrepro judge)"
@@ -180,7 +182,7 @@ def update_results(run_dir: Path, metrics: Mapping[str, Any],
                    settings: Mapping[str, Any]) -> None:
     """Merge the judge's numbers into metrics.json, then replace the run's CSV row."""
     path = run_dir / "metrics.json"
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = read_metrics(path)
     finished_at = path.stat().st_mtime
     data["metrics"] = {**data.get("metrics", {}), **metrics}
     data["settings"] = {**data.get("settings", {}), **settings}
@@ -192,11 +194,7 @@ def update_results(run_dir: Path, metrics: Mapping[str, Any],
 
 
 def main(argv: Sequence[str]) -> None:
-    try:
-        judge_experiment(argv)
-    except ConfigError as e:
-        log.error("%s", e)
-        raise SystemExit(2) from None
+    judge_experiment(argv)  # a ConfigError: `error: ...` and exit 2 (ragrepro.cli)
 
 
 def judge_experiment(argv: Sequence[str]) -> None:
@@ -206,7 +204,8 @@ def judge_experiment(argv: Sequence[str]) -> None:
     runs = sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith("tmp_")
                   and (p / JUDGE_FILE).exists()) if folder.is_dir() else []
     if not runs:
-        raise ConfigError(f"No finished run with a recorded judge under {folder}.")
+        raise ConfigError(f"No finished run with a recorded judge under {folder}."
+                          f"{did_you_mean(experiment, group_options('experiment'))}")
     done = sum(judge_run(p, args) for p in runs)
     log.info("ragrepro judge %s: %d of %d runs judged (%s)", experiment, done, len(runs),
              time.strftime("%Y-%m-%d %H:%M:%S"))

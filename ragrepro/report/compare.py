@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import RagreproError
 from ..paths import results_dir
 from .flags import flags_text, has_diagnostics, merged_row
 from .runs import RunRecord, find_run
@@ -166,9 +165,5 @@ def main(argv: list[str] | None = None) -> None:
     if len(args.runs) < 2:
         parser.error("give at least two runs to compare")
     root = args.results or results_dir()
-    try:
-        runs = [find_run(root, ref) for ref in args.runs]
-    except RagreproError as e:
-        log.error("%s", e)
-        raise SystemExit(2) from None
+    runs = [find_run(root, ref) for ref in args.runs]  # a bad name: exit 2 (ragrepro.cli)
     sys.stdout.write(compare_runs(runs, StatsSettings(args.resamples, args.seed)))

@@ -22,7 +22,8 @@ import logging
 import sys
 from pathlib import Path
 
-from ..errors import ConfigError, DataError
+from ..configcheck import check_overrides
+from ..errors import ConfigError, DataError, did_you_mean
 from ..paths import results_dir
 from .result_specs import layout_module, load_result_spec, result_spec_names, spec_for_experiment
 from .samples import DEFAULT_STATS, StatsSettings
@@ -108,7 +109,10 @@ def main(argv: list[str] | None = None, results_only: bool = False) -> None:
     if unknown:
         known = sorted({s["name"] for s in load_table_specs()} | set(result_spec_names()))
         raise ConfigError(f"No table {unknown}: give a spec name or an experiment a spec "
-                          f"lists. Known tables: {', '.join(known)}.")
+                          f"lists.{did_you_mean(unknown[0], known)} Known tables: "
+                          f"{', '.join(known)}.")
+    if args.experiment:  # the runs of a conf/experiment/ name, checked as the run checks it
+        check_overrides([f"experiment={args.experiment}"])
     for name in results:
         _build_results(name, args, st)
     if grids:

@@ -1,11 +1,13 @@
 """The one reader of results/: every table, the dashboard, `compare` and `samples` get their
 runs here. A run is a row of the experiment's CSV (the index: results/<experiment>.csv, one
 row per finished run) joined with its folder's config.json and metrics.json, plus any finished
-folder the index lacks (a CSV deleted by hand). `RunRecord.text` keeps the index row as
-written (strings), for the layouts that format the recorded text."""
+folder the index lacks (a CSV deleted by hand). A runner's index is checked against the
+folders first (ragrepro.results_check.validated_rows): a row that differs from its folder's
+metrics.json is rewritten from it, a row without a finished folder is dropped, each with a
+warning; a damaged run file or CSV stops the read with a DataError naming it. `RunRecord.text`
+keeps the index row as written (strings), for the layouts that format the recorded text."""
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -13,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
-from ..tracking import read_csv
+from ..results_check import validated_rows
+from ..run_files import read_metrics, read_run_json
 
 log = logging.getLogger(__name__)
 
@@ -99,12 +102,9 @@ def to_float(value: Any) -> float | None:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        log.warning("Skipping unreadable %s (%s)", path, e)
-        return {}
-    return data if isinstance(data, dict) else {}
+    """A run folder's metrics.json or config.json: damage raises a DataError naming the file
+    and the fix (ragrepro.run_files), never a skipped run or a KeyError later."""
+    return read_metrics(path) if path.name == "metrics.json" else read_run_json(path)
 
 
 def _is_derived(path: Path, root: Path) -> bool:
@@ -113,10 +113,10 @@ def _is_derived(path: Path, root: Path) -> bool:
 
 
 def _is_run_csv(path: Path) -> bool:
-    try:
-        with open(path, encoding="utf-8") as f:
-            header = f.readline().strip().split(",")
-    except (OSError, UnicodeDecodeError):
+    try:  # the first line only: binary garbage further down is the reader's to report
+        with open(path, "rb") as f:
+            header = f.readline().decode("utf-8", errors="replace").strip().split(",")
+    except OSError:
         return False
     return RUN_CSV_COLUMNS <= {h.strip() for h in header}
 
@@ -187,8 +187,9 @@ def experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
     column of the index row (a setting or a scalar metric), its value replaces the row's copy
     in `text`; the index keeps its bookkeeping columns and says which columns there are."""
     root = Path(root)
-    runs = [r for r in (_index_record(raw, experiment, root)
-                        for raw in read_csv(root / f"{experiment}.csv")) if r is not None]
+    raws, checked = validated_rows(root, experiment)  # the index against the folders
+    runs = [r for r in (_index_record(raw, experiment, root) for raw in raws)
+            if r is not None and (r.dir is not None or not checked)]
     for rec in runs:
         recorded = _recorded_text(rec)
         rec.text = {k: recorded.get(k, v) for k, v in rec.text.items()}
@@ -209,10 +210,11 @@ def load_runs(root: Path) -> list[RunRecord]:
     if not root.exists():
         return []
     runs: dict[tuple[str, str], RunRecord] = {}
-    for experiment, path in experiment_csvs(root).items():
-        for raw in read_csv(path):
+    for experiment in experiment_csvs(root):
+        raws, checked = validated_rows(root, experiment)  # the index against the folders
+        for raw in raws:
             rec = _index_record(raw, experiment, root)
-            if rec is not None:
+            if rec is not None and (rec.dir is not None or not checked):
                 runs[(rec.experiment, rec.run_id)] = rec
     for mpath in _finished_folders(root, root):
         rec = _folder_record(mpath, root)

@@ -22,10 +22,10 @@ from typing import Any
 
 import yaml
 
-from ..errors import ConfigError
+from ..errors import ConfigError, did_you_mean
 from ..generation import FINISH_REASONS
-from ..io import read_jsonl_tolerant
 from ..paths import CONF_DIR, results_dir
+from ..run_files import read_records
 from .keyed import varying
 from .runs import RunRecord, is_missing, load_runs, to_float
 
@@ -189,7 +189,8 @@ def select_runs(runs: Sequence[RunRecord], experiment: str, run_prefix: str | No
     mine = [r for r in runs if r.experiment == experiment and r.dir is not None]
     if not mine:
         known = sorted({r.experiment for r in runs})
-        raise ConfigError(f"No finished run of experiment {experiment!r}. Experiments with "
+        raise ConfigError(f"No finished run of experiment {experiment!r}."
+                          f"{did_you_mean(experiment, known)} Experiments with "
                           f"runs: {', '.join(known) or '(none)'}.")
     settings = {r.run_id: run_settings(r) for r in mine}
     for key in where:
@@ -224,7 +225,7 @@ def render(root: Path, experiment: str, where: Mapping[str, str], flt: Filters,
     keys = _header_keys(runs, where)
     out, shown = [], 0
     for run in runs:
-        records = read_jsonl_tolerant(run.dir / "samples.jsonl") if run.dir else []
+        records = read_records(run.dir / "samples.jsonl", finished=True) if run.dir else []
         hits = [r for r in records if matches(r, cfg, flt)]
         picked = hits if flt.limit is None else hits[:flt.limit]
         out.append(run_header(run, keys) + f"  ({len(picked)} shown of {len(hits)} matching,"

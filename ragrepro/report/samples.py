@@ -15,7 +15,6 @@ than a wrong one.
 """
 from __future__ import annotations
 
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -25,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from .. import run_files
 from ..errors import DataError
-from ..io import read_jsonl_tolerant
 from ..metrics.registry import MetricInfo, metric_info, metric_infos
+from ..run_files import read_metrics
 from ..stats import (
     DEFAULT_LEVEL,
     DEFAULT_RESAMPLES,
@@ -68,7 +68,8 @@ DEFAULT_STATS = StatsSettings()
 
 @lru_cache(maxsize=256)
 def _records(path: str, mtime: float) -> tuple[dict[str, Any], ...]:
-    return tuple(read_jsonl_tolerant(Path(path)))
+    # a finished run's file: any unreadable line is damage, named with its line
+    return tuple(run_files.read_records(Path(path), finished=True))
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -185,11 +186,8 @@ def run_metrics(run_dir: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(metrics, settings) from a run folder's metrics.json; empty when absent."""
     if run_dir is None or not (Path(run_dir) / "metrics.json").exists():
         return {}, {}
-    try:
-        data = json.loads((Path(run_dir) / "metrics.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return {}, {}
-    return dict(data.get("metrics") or {}), dict(data.get("settings") or {})
+    data = read_metrics(Path(run_dir) / "metrics.json")  # damage: DataError naming the file
+    return dict(data["metrics"]), dict(data["settings"])
 
 
 def interval_for(run_dir: Path | None, metrics: dict[str, Any], metric: str,

@@ -11,8 +11,9 @@ from scripts import filco_curve
 def _meta(setting, gen_key, losses, role="gen-silver", filt=None):
     gen = {"key": gen_key, "role": role, "base": "qwen", "n_pairs": 175, "steps": len(losses),
            "losses": losses}
-    return {"settings": {"setting": setting}, "metadata": {"generator_train": gen,
-                                                           "filter_train": filt}}
+    # a metrics.json as Run.write_results writes it: "metrics" and "settings" always there
+    return {"metrics": {}, "settings": {"setting": setting},
+            "metadata": {"generator_train": gen, "filter_train": filt}}
 
 
 def test_times_per_cell_sum_the_stages():

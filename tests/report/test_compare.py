@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragrepro.errors import ConfigError
 from ragrepro.report.compare import differing, flatten, main
 from ragrepro.tracking import Run
 
@@ -29,15 +30,14 @@ def test_compare_by_ids_and_folder(results, capsys):
     assert "config.wandb" not in settings_block
 
 
-def test_compare_prefix_and_errors(results, capsys, caplog):
+def test_compare_prefix_and_errors(results, capsys):
     main(["ralm/table1/r1bm25", "r1reran", "--results", str(results)])
     assert "[2] ralm/table1/r1rerank" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
+    # user errors: ragrepro.cli prints them and exits 2 (tests/reliability/test_bad_values_cli.py)
+    with pytest.raises(ConfigError, match="'r1' matches 3 runs"):
         main(["r1", "r1base", "--results", str(results)])      # ambiguous prefix
-    assert "'r1' matches 3 runs" in caplog.text
-    with pytest.raises(SystemExit):
+    with pytest.raises(ConfigError, match="No run 'nosuchrun'"):
         main(["nosuchrun", "r1base", "--results", str(results)])
-    assert "No run 'nosuchrun'" in caplog.text
 
 
 def _qa_run(root, run_id, em):
