@@ -10,8 +10,9 @@ BENCH_RICHES_SIZES, comma list) and constrained vs unconstrained decoding
 A "decoding step" is what the constraint does for one hypothesis inside a key: enumerate the
 allowed next tokens of its current span (`children`) and narrow the span by the chosen token.
 Walks follow real keys from a key start, token by token, like a decoder copying a key; the
-memo of spans is cleared before every walk (except the key-start span, which decoding
-computes once per index), so every step pays for its own lookup.
+memo of narrow spans is cleared before every walk, so every step pays for its own lookup;
+spans of >= 65,536 rows (the key start and the wide spans just after it: riches/index.py
+WIDE_ROWS) stay memoised, as in a decoding run.
 """
 from __future__ import annotations
 
@@ -86,9 +87,9 @@ def time_walks(index: SuffixIndex, keys: list[np.ndarray], n_walks: int = 300,
     probes = [0]
     read_rows = index._next_at
 
-    def counted(rows: np.ndarray, depth: int) -> np.ndarray:
+    def counted(rows: np.ndarray | slice, depth: int) -> np.ndarray:
         # the algorithm's cost apart from the memory hierarchy: suffix-array rows read
-        probes[0] += int(np.size(rows))
+        probes[0] += rows.stop - rows.start if isinstance(rows, slice) else int(np.size(rows))
         return read_rows(rows, depth)
 
     index._next_at = counted  # type: ignore[method-assign]

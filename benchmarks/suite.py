@@ -45,6 +45,7 @@ BENCHMARKS: dict[str, str | Callable[[], BenchResult]] = {
     "retrieval": "benchmarks.retrieval",
     "ann": "benchmarks.ann_recall",
     "riches": "benchmarks.riches_index",
+    "riches_shards": "benchmarks.riches_shards",  # 2M tokens; BENCH_SHARDS_TOKENS=3e8: ~20 min
     "loading": "benchmarks.loading",
     "device": "benchmarks.device",  # paper architectures on this device (tiny on a CPU)
     "table1": "benchmarks.table1",
@@ -168,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     log.info("wrote %s", readme)
 
 
-RESULT_NAMES = {"loading": "model_loading", "ralm": "ralm_throughput", "table1": "table1"}
+RESULT_NAMES = {"loading": "model_loading", "ralm": "ralm_throughput", "table1": "table1",
+                "riches_shards": "riches_shards_small"}  # riches_shards.csv: the 3e8 run
 
 
 def _result_name(name: str) -> str:

@@ -19,7 +19,7 @@ from ragrepro.metrics import get_metric
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.models.lm import LM
 from ragrepro.pipeline import Result
-from ragrepro.retrieval.base import Retriever
+from ragrepro.retrieval.base import Retriever, index_row
 from ragrepro.tracking import Run
 
 from . import prompts
@@ -127,8 +127,8 @@ def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: Fil
     metrics.update(summarize(records))  # gen_<stage>_* and diag_ctx_* rates
     if fc.setting.labels_train:  # Full needs no silver contexts
         metrics["silver_empty_train"] = sum(s.empty for s in sil_train) / max(1, len(sil_train))
-    settings_row = _settings(setup, train, test, len(train_exs), len(test_exs), retriever.name,
-                             cxmi_scorer.name)
+    settings_row = {**_settings(setup, train, test, len(train_exs), len(test_exs),
+                                retriever.name, cxmi_scorer.name), **index_row(source)}
     return Result(metrics=metrics, settings=settings_row, extra=extra)
 
 

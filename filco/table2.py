@@ -5,6 +5,7 @@ from __future__ import annotations
 from ragrepro.deferred import Deferred
 from ragrepro.metrics.qa import unigram_precision
 from ragrepro.pipeline import Result
+from ragrepro.retrieval import index_row
 from ragrepro.tracking import Run
 
 from .data import QASet, load_examples
@@ -25,8 +26,8 @@ def run_retrieval(run: Run, *, test: QASet, task: str, settings: FilcoSettings,
     unigram precision of the positive passages against the output (Table 2), on `test` (the
     `dataset` node); filco.k, filco.passages and filco.task (auto: the dataset's) apply."""
     fc, the_task = settings, task_of(settings, task)
-    examples = load_examples(test, passage_retriever(fc, corpus, retriever), fc.k,
-                             the_task.name, fc.passages)
+    source = passage_retriever(fc, corpus, retriever)
+    examples = load_examples(test, source, fc.k, the_task.name, fc.passages)
     recs = []
     for e in examples:
         pos = [p for p in e.passages if answer_in(p, e.answers)]
@@ -47,5 +48,6 @@ def run_retrieval(run: Run, *, test: QASet, task: str, settings: FilcoSettings,
     metrics["unigram_precision"] = metrics["precision"] / 100
     row = {**test.row(), "recall_at_k_kind": kind, "top_k": fc.k, "k": fc.k,
            "task": the_task.name, "eval_dataset": test.name, "eval_split": test.split,
-           "eval_limit": test.limit, "retriever": retriever.name, "n_eval": len(examples)}
+           "eval_limit": test.limit, "retriever": retriever.name, "n_eval": len(examples),
+           **index_row(source)}
     return Result(metrics=metrics, settings=row)

@@ -45,7 +45,15 @@ from .models.archs import ARCHS, count_parameters, hub_model, model_dims
 from .models.lm import effective_dtype
 from .paths import CONF_DIR
 from .retrieval.dense import encoder_dim
-from .retrieval.faiss_index import TYPES, build_flops, resolve_spec, spec_bytes
+from .retrieval.faiss_index import (
+    REFINE_MIN_CANDIDATES,
+    TYPES,
+    IndexSpec,
+    build_flops,
+    flat_bytes,
+    resolve_spec,
+    spec_bytes,
+)
 from .sweep import sweep_cells
 
 log = logging.getLogger(__name__)
@@ -187,7 +195,8 @@ def encode_hours(passages: int, tokens: float, params: int, tflops: float) -> fl
 
 
 def dense_index_plans(cfg: DictConfig, tflops: float = TFLOPS) -> list[IndexPlan]:
-    """The cell's dense FAISS index, the other two types beside it, and the embeddings."""
+    """The cell's dense FAISS index, the other two types and the `type: auto` default beside
+    it, and the embeddings."""
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     size = corpus_size(cfg)
     if not str(sel("retriever._target_") or "").endswith("DenseRetriever") or size is None:
@@ -207,26 +216,41 @@ def dense_index_plans(cfg: DictConfig, tflops: float = TFLOPS) -> list[IndexPlan
     out = [IndexPlan(f"dense embeddings ({source})", f"{n:,} x {dim} float32", 0.0, vectors,
                      0.0, hours, f"encoding {tokens:.0f} tokens/passage at {tflops:.0f} TFLOP/s; "
                      f"kept as .npy shards")]
-    for kind in (chosen, *[t for t in TYPES if t != chosen]):
+    shown = []
+    for kind in (chosen, *[t for t in TYPES if t != chosen], "auto"):
         try:
             spec = resolve_spec(raw if kind == chosen else {"type": kind}, n, dim)
         except ConfigError:
             if kind == chosen:
                 raise  # the cell's own index: its refusal is the user's to see
             continue  # an alternative this corpus cannot train: not shown
-        gb = spec_bytes(spec, n, dim) / GB
-        train = int(spec.train_size or 0) * dim * 4 / GB
-        rate = CPU_INDEX_GFLOPS * 1e9 if kind == "hnsw" else tflops * 1e12
-        where = "CPU" if kind == "hnsw" else "GPU FAISS"
-        # flat is rebuilt in memory from the embeddings (no file unless index_out asks);
-        # approximate indexes are cached beside the embeddings
-        disk = 0.0 if kind == "flat" else gb
-        out.append(IndexPlan(f"dense FAISS {spec.label()}", f"{n:,} x {dim}", gb, disk,
-                             gb + train, build_flops(spec, n, dim) / rate / 3600,
-                             f"{'copied from the embeddings' if kind == 'flat' else where}; "
-                             f"{'chosen' if kind == chosen else 'alternative'}",
-                             chosen=kind == chosen))
+        if spec.label() in shown:
+            continue  # e.g. type=auto resolving to the flat index already listed
+        shown.append(spec.label())
+        role = "chosen" if kind == chosen else \
+            "the type=auto default" if kind == "auto" else "alternative"
+        out.append(faiss_index_plan(spec, n, dim, tflops, role, chosen=kind == chosen))
     return out
+
+
+def faiss_index_plan(spec: IndexSpec, n: int, dim: int, tflops: float, role: str,
+                     chosen: bool) -> IndexPlan:
+    """One FAISS index: RAM while searching (with refine: the compressed codes only; the
+    float vectors it re-scores stay in the embedding files, memory-mapped), disk, build."""
+    gb = spec_bytes(spec, n, dim) / GB
+    train = int(spec.train_size or 0) * dim * 4 / GB
+    rate = CPU_INDEX_GFLOPS * 1e9 if spec.type == "hnsw" else tflops * 1e12
+    where = "CPU" if spec.type == "hnsw" else "GPU FAISS"
+    how = "copied from the embeddings" if spec.type == "flat" else where
+    if spec.refine:
+        how += (f"; re-scores {spec.refine} x k candidates (>= {REFINE_MIN_CANDIDATES}) "
+                f"exactly from the {flat_bytes(n, dim) / GB:.1f} GB of embeddings, "
+                f"memory-mapped (disk and page cache, not RAM)")
+    # flat is rebuilt in memory from the embeddings (no file unless index_out asks);
+    # approximate indexes are cached beside the embeddings
+    disk = 0.0 if spec.type == "flat" else gb
+    return IndexPlan(f"dense FAISS {spec.label()}", f"{n:,} x {dim}", gb, disk, gb + train,
+                     build_flops(spec, n, dim) / rate / 3600, f"{how}; {role}", chosen=chosen)
 
 
 def lucene_gb(words: float) -> float:

@@ -53,7 +53,10 @@ COSMETIC_KEYS = frozenset({"wandb", "overwrite", "results_dir", "log_level", "pr
 # `attn_implementation: null` is transformers' own choice, which every earlier run used;
 # `setup` is the rehearsal's hook (conf/rehearsal/cpu.yaml), which ran before it was named.
 ID_NEUTRAL = {"attn_implementation": None, "setup": "ragrepro.rehearsal.enter",
-              "refine": None}  # retriever.faiss.refine: null = no re-ranking, as before
+              "refine": None,  # retriever.faiss.refine: null = no re-ranking, as before
+              # riches.index_shard_tokens: the index is the same whatever the shard size, and
+              # 2^31 - 1 (one int32 shard up to that) keeps every earlier RICHES run id
+              "index_shard_tokens": 2**31 - 1}
 # Credential-like key names only: a bare "token" substring would also hide settings such as
 # doc_max_tokens or rerank_tokens, and configs could no longer be compared.
 _SECRET = re.compile(r"(api_?key|(^|[_-])token$|secret|password)", re.IGNORECASE)

@@ -25,6 +25,7 @@ from ragrepro.io import append_line, read_jsonl_tolerant
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.perplexity import count_words
 from ragrepro.pipeline import Result
+from ragrepro.retrieval import index_row
 from ragrepro.tracking import Run
 
 from . import official_format as off
@@ -79,7 +80,8 @@ def record_sources(settings: dict[str, Any], d: Documents, rfile: str | None,
     rs = d.retriever_settings or {}
     settings.update({"retriever": rs.get("name", rs.get("retriever")) if not rfile else "file",
                      "n_forbidden_titles": len(d.exclude), "near_dup": d.near_dup is not None,
-                     **(d.near_dup.settings() if d.near_dup is not None else {})})
+                     **(d.near_dup.settings() if d.near_dup is not None else {}),
+                     **index_row(getattr(d.source, "retriever", None))})
     if d.near_dup is not None:
         log.info("Near-duplicate exclusion removed %d documents (word %d-gram containment > "
                  "%.2f): %s", len(d.near_dup.removed), d.near_dup.n, d.near_dup.threshold,

@@ -29,7 +29,7 @@ from ragrepro.errors import ConfigError
 from ragrepro.generation import check_budget, record, summarize
 from ragrepro.metrics import get_metric
 from ragrepro.pipeline import Result
-from ragrepro.retrieval.base import Retriever
+from ragrepro.retrieval.base import Retriever, index_row
 from ragrepro.tracking import Run
 
 from .prompts import DEMONSTRATIONS, normalize_question, qa_prompt
@@ -117,7 +117,7 @@ def retrieve_docs(retriever: Retriever, records: Sequence[QARecord], k: int, run
     with run.timed("retrieval"):
         hits = retriever.search([r.question for r in records], k=k)
     settings = {"retriever": retriever_cfg.get("name"), "corpus": corpus_name,
-                "retrieval_query": "question"}
+                "retrieval_query": "question", **index_row(retriever)}
     for key in ("k1", "b"):
         if key in retriever_cfg:
             settings[f"retriever_{key}"] = retriever_cfg[key]

@@ -20,7 +20,8 @@ from transformers import LogitsProcessor
 from ragrepro.errors import ConfigError
 
 from . import markers
-from .index import Span, SuffixIndex
+from .index import CorpusIndex, Span
+from .index_sharded import ShardSpan
 from .markers import MarkerSpec, MarkerState, Mode
 
 WORD_START_PREFIXES = ("Ġ", "▁", " ")
@@ -65,7 +66,7 @@ def marker_lookalike_ids(strings: list[str], spec: MarkerSpec) -> np.ndarray:
 @dataclass(frozen=True)
 class HypState:
     marker: MarkerState = field(default_factory=MarkerState)
-    span: Span | None = None  # the index span of the key prefix while inside a key
+    span: Span | ShardSpan | None = None  # the index span of the key prefix inside a key
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class KeyConstraint:
     tokens. start_at_word: the first key token must begin a word.
     """
 
-    index: SuffixIndex
+    index: CorpusIndex
     spec: MarkerSpec
     vocab_size: int
     start: str = "anywhere"
@@ -110,7 +111,7 @@ class KeyConstraint:
             raise ConfigError("start_at_word needs the tokenizer's word-start ids.")
 
     @classmethod
-    def for_tokenizer(cls, index: SuffixIndex, tokenizer: Any, open_text: str = " <<",
+    def for_tokenizer(cls, index: CorpusIndex, tokenizer: Any, open_text: str = " <<",
                       close_text: str = " >>", **kw: Any) -> KeyConstraint:
         spec = marker_spec(tokenizer, open_text, close_text)
         strings = token_strings(tokenizer)
@@ -131,7 +132,7 @@ class KeyConstraint:
     def initial(self) -> HypState:
         return HypState()
 
-    def _key_root(self) -> Span:
+    def _key_root(self) -> Span | ShardSpan:
         return self.index.key_start() if self.start == "key" else self.index.root()
 
     def advance(self, state: HypState, token: int) -> HypState:

@@ -115,7 +115,7 @@ def build_decoder(inputs: Inputs, s: RichesSettings, corpus_name: str, constrain
     # prompt this run uses (a custom prompt's extra propositions come last)
     shipped = [s.prompts[n] for n in QA_PROMPTS] + [inputs.prompt]
     kcorp, origin = build_key_corpus(kc, inputs.docs, lm, shipped, s.prompts["propositions"])
-    index = build_index(kcorp, lm, corpus_name, kc)
+    index = build_index(kcorp, lm, corpus_name, kc, s.index_shard_tokens)
     constraint = KeyConstraint.for_tokenizer(
         index, lm.tokenizer, s.markers.open, s.markers.close, start=kc.start, end=kc.end,
         min_key_tokens=kc.min_key_tokens, start_at_word=kc.start_at_word, enabled=constrained)

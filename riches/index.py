@@ -1,7 +1,8 @@
 """A corpus index over token ids: which tokens continue a prefix somewhere in the corpus.
 
 The paper uses an FM-index (§3.2). This is the same query surface over an uncompressed
-suffix array (pydivsufsort), which costs about 6 bytes per token and needs no C++ build:
+suffix array, which costs 6 bytes per token (uint16 text + int32 suffix array) and needs no
+C++ build:
 
 - `Span(lo, hi, depth)`: the suffix-array rows [lo, hi) whose suffixes start with a prefix
   of `depth` tokens. The span *is* the incremental per-beam state: extending the prefix by
@@ -13,8 +14,12 @@ suffix array (pydivsufsort), which costs about 6 bytes per token and needs no C+
 - The text is `SEP k1 SEP k2 ... SEP kN SEP`: a separator before every key and at the end,
   so no match crosses a key boundary, `[SEP] + prefix` means "starts at a key start" and
   SEP among the children means "a key may end here".
-- Arrays are .npy files opened with mmap_mode="r", so an index larger than RAM is
-  searchable; `build_or_load` caches them under cache_dir()/riches/index/<hash>/.
+- The suffix array is sorted by riches/index_sort.py (key-truncated suffixes, int32, bounded
+  memory). A corpus above `riches.index_shard_tokens` tokens is split at separators into
+  shards of int32 suffix arrays, built one job per shard (riches/index_build.py) and queried
+  as one index (riches/index_sharded.py, `ShardedIndex`: the same methods).
+- Arrays are memory-mapped, so an index larger than RAM is searchable;
+  `riches.index_build.build_or_load` caches them under cache_dir()/riches/index/<hash>/.
 """
 from __future__ import annotations
 
@@ -27,19 +32,25 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
-from pydivsufsort import divsufsort
 
-from ragrepro.errors import ConfigError, DataError
-from ragrepro.paths import cache_dir
+from ragrepro.errors import DataError
+
+from .index_sort import sort_suffixes
 
 log = logging.getLogger(__name__)
 
 # Below this many rows a span is scanned directly (one vectorised gather): constant work,
 # and faster than bisection for small spans.
 SCAN_ROWS = 2048
-FORMAT_VERSION = 1
+# Spans of at least this many rows are memoised apart (WIDE_CACHE entries, never pushed out by
+# narrow ones): there are few of them (at most n / WIDE_ROWS per prefix length), every question
+# meets the same ones near a key's start, and listing one costs milliseconds.
+WIDE_ROWS = 65536
+WIDE_CACHE = 4096
+FORMAT_VERSION = 2  # 2: key-truncated int32 sort, cached as raw token file + shards
 
 
 @dataclass(frozen=True)
@@ -99,53 +110,103 @@ def concat_keys(keys: Sequence[Sequence[int]], sep: int, dtype: np.dtype) -> tup
 INT32_MAX = np.iinfo(np.int32).max
 
 
-def suffix_array_dtype(n_tokens: int) -> np.dtype:
-    """Width of the stored suffix array: int32 while every position (0 .. n-1) fits, int64
-    for a text above 2^31 tokens (8 bytes per token instead of 4)."""
-    return np.dtype(np.int32) if n_tokens - 1 <= INT32_MAX else np.dtype(np.int64)
+def suffix_array(text: np.ndarray, sep: int) -> np.ndarray:
+    """The int32 suffix array of an in-memory text (riches/index_sort.py)."""
+    if len(text) - 1 > INT32_MAX:
+        raise DataError(f"a text of {len(text)} tokens does not fit one int32 suffix array: "
+                        f"build it in shards (riches.index_build, riches.index_shard_tokens).")
+    return sort_suffixes(np.ascontiguousarray(text), sep)
 
 
-def sorted_symbol_bytes(vocab_size: int) -> int:
-    """Bytes per token in the byte string pydivsufsort actually sorts: it re-encodes token ids
-    big-endian in the fewest power-of-two bytes that hold the largest id (here the separator,
-    = vocab_size): 1, 2 or 4 (pydivsufsort/divsufsort.py, _minimize_dtype)."""
-    n_bytes = (max(int(vocab_size), 1).bit_length() + 7) // 8
-    return 1 << (n_bytes - 1).bit_length()
+class CorpusIndex(Protocol):
+    """What riches/constraint.py and riches/decoding.py ask of an index: a `SuffixIndex` or a
+    `ShardedIndex` (riches/index_sharded.py); spans are opaque per-beam states."""
+
+    sep: int
+    n: int
+
+    def root(self) -> Any: ...
+    def key_start(self) -> Any: ...
+    def children(self, span: Any) -> Any: ...
+    def narrow(self, span: Any, token: int) -> Any: ...
+    def find(self, prefix: Iterable[int], at_key_start: bool = False) -> Any: ...
+    def allowed_next(self, prefix: Sequence[int], at_key_start: bool = False) -> dict[int, int]: ...
+    def count(self, prefix: Sequence[int], at_key_start: bool = False) -> int: ...
+    def is_full_key(self, tokens: Sequence[int]) -> bool: ...
+    def locate(self, span: Any, max_hits: int = 100) -> list[tuple[int, int, int]]: ...
+    def documents(self, tokens: Sequence[int], at_key_start: bool = False,
+                  max_hits: int = 100) -> list[int]: ...
+    def key_tokens(self, key: int) -> np.ndarray: ...
+    def bytes_per_token(self) -> float: ...
 
 
-def build_suffix_dtype(n_tokens: int, vocab_size: int) -> np.dtype:
-    """Width pydivsufsort sorts with: it switches to its 64-bit build when the *byte* string
-    (n_tokens x sorted_symbol_bytes) passes 2^31 - 1, i.e. above ~1.07e9 tokens for a
-    uint16 text, before the stored array (suffix_array_dtype) needs 64 bits."""
-    return np.dtype(np.int32) if n_tokens * sorted_symbol_bytes(vocab_size) <= INT32_MAX \
-        else np.dtype(np.int64)
+class PrefixQueries:
+    """The queries every index answers the same way from root/key_start/narrow/children/
+    locate (shared by SuffixIndex and ShardedIndex)."""
+
+    sep: int
+
+    def find(self, prefix: Iterable[int], at_key_start: bool = False) -> Any:
+        """The span of `prefix` (from a key start when at_key_start), or None."""
+        span = self.key_start() if at_key_start else self.root()  # type: ignore[attr-defined]
+        for t in prefix:
+            if span is None:
+                return None
+            span = self.narrow(span, int(t))  # type: ignore[attr-defined]
+        return span
+
+    def allowed_next(self, prefix: Sequence[int], at_key_start: bool = False) -> dict[int, int]:
+        """{token: count} of every token that continues `prefix` in the corpus. The separator
+        (= vocab size) among them means a key may end after `prefix`."""
+        span = self.find(prefix, at_key_start)
+        return {} if span is None else self.children(span).as_dict()  # type: ignore[attr-defined]
+
+    def count(self, prefix: Sequence[int], at_key_start: bool = False) -> int:
+        span = self.find(prefix, at_key_start)
+        return 0 if span is None else span.count
+
+    def is_full_key(self, tokens: Sequence[int]) -> bool:
+        """True when `tokens` is an entire key (SEP tokens SEP)."""
+        return self.count([*tokens, self.sep], at_key_start=True) > 0
+
+    def documents(self, tokens: Sequence[int], at_key_start: bool = False,
+                  max_hits: int = 100) -> list[int]:
+        """Distinct documents whose keys contain `tokens` (in first-hit order)."""
+        span = self.find(tokens, at_key_start)
+        if span is None or span.count == 0:
+            return []
+        seen: dict[int, None] = {}
+        for _, doc, _ in self.locate(span, max_hits):  # type: ignore[attr-defined]
+            seen.setdefault(doc, None)
+        return list(seen)
 
 
-def suffix_array(text: np.ndarray) -> np.ndarray:
-    """The suffix array in the narrowest width that holds the text's positions (pydivsufsort
-    may return int64 for texts that int32 holds; see build_suffix_dtype)."""
-    if len(text) == 0:
-        return np.zeros(0, dtype=np.int32)
-    sa = divsufsort(np.ascontiguousarray(text))
-    want = suffix_array_dtype(len(text))
-    return sa if sa.dtype == want else sa.astype(want)
+class SuffixIndex(PrefixQueries):
+    """Prefix -> allowed next tokens (with counts) over a corpus of token-id keys.
 
-
-class SuffixIndex:
-    """Prefix -> allowed next tokens (with counts) over a corpus of token-id keys."""
+    A shard of a larger text: `text` is its slice, `key_starts` its keys' offsets in the
+    whole text (a memory-mapped slice, not a copy) and `text_base` the slice's offset there.
+    """
 
     def __init__(self, text: np.ndarray, sa: np.ndarray, key_starts: np.ndarray,
                  key_doc: np.ndarray, sep: int, meta: dict | None = None,
-                 cache_size: int = 65536) -> None:
+                 cache_size: int = 65536, text_base: int = 0) -> None:
         if len(text) != len(sa):
             raise DataError(f"index text has {len(text)} tokens but its suffix array "
                             f"{len(sa)} rows: the cache is corrupt; delete it to rebuild.")
-        self.text, self.sa, self.key_starts, self.key_doc = text, sa, key_starts, key_doc
+        # a memory-mapped array stays mapped as a plain ndarray view: np.memmap's own
+        # indexing costs ~10 us a call, a third of a decoding step's lookups
+        self.mapped = isinstance(sa, np.memmap)
+        plain = lambda a: a.view(np.ndarray) if isinstance(a, np.memmap) else a
+        self.text, self.sa = plain(text), plain(sa)
+        self.key_starts, self.key_doc = plain(key_starts), plain(key_doc)
+        self.text_base = int(text_base)
         self.sep = int(sep)
         self.n = len(text)
         self.meta = meta or {}
         self._cache: OrderedDict[tuple[int, int, int], Children] = OrderedDict()
         self._cache_size = cache_size
+        self._wide: OrderedDict[tuple[int, int, int], Children] = OrderedDict()
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -157,7 +218,7 @@ class SuffixIndex:
         docs = np.asarray(key_doc if key_doc is not None else np.arange(len(keys)), dtype=np.int64)
         if len(docs) != len(keys):
             raise DataError(f"{len(keys)} keys but {len(docs)} document ids.")
-        return cls(text, suffix_array(text), starts, docs, sep, meta)
+        return cls(text, suffix_array(text, sep), starts, docs, sep, meta)
 
     def save(self, folder: Path) -> None:
         """Write atomically: a half-written folder is never mistaken for an index."""
@@ -165,6 +226,8 @@ class SuffixIndex:
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
+        if self.text_base:
+            raise ValueError("save() writes a whole index; a shard lives in its build folder.")
         for name in ("text", "sa", "key_starts", "key_doc"):
             np.save(tmp / f"{name}.npy", np.asarray(getattr(self, name)))
         meta = {**self.meta, "sep": self.sep, "n_tokens": self.n, "n_keys": len(self.key_starts),
@@ -202,9 +265,12 @@ class SuffixIndex:
         assert span is not None
         return span
 
-    def _next_at(self, rows: np.ndarray, depth: int) -> np.ndarray:
-        """Token at offset `depth` of the suffixes at suffix-array `rows` (-1 past the end)."""
+    def _next_at(self, rows: np.ndarray | slice, depth: int) -> np.ndarray:
+        """Token at offset `depth` of the suffixes at suffix-array `rows` (an index array or a
+        slice; -1 past the end)."""
         pos = np.asarray(self.sa[rows], dtype=np.int64) + depth
+        if not pos.size or int(pos.max()) < self.n:  # the usual case: one gather, no mask
+            return self.text[pos].astype(np.int64)
         out = np.full(pos.shape, -1, dtype=np.int64)
         ok = pos < self.n
         out[ok] = self.text[pos[ok]]
@@ -213,14 +279,16 @@ class SuffixIndex:
     def children(self, span: Span) -> Children:
         """Distinct next tokens of the span's prefix, with sub-spans (memoised)."""
         key = (span.lo, span.hi, span.depth)
-        hit = self._cache.get(key)
+        memo, size = (self._wide, WIDE_CACHE) if span.hi - span.lo >= WIDE_ROWS \
+            else (self._cache, self._cache_size)
+        hit = memo.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
+            memo.move_to_end(key)
             return hit
         out = self._children(span)
-        self._cache[key] = out
-        if len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        memo[key] = out
+        if len(memo) > size:
+            memo.popitem(last=False)
         return out
 
     def _children(self, span: Span) -> Children:
@@ -229,15 +297,16 @@ class SuffixIndex:
             empty = np.zeros(0, dtype=np.int64)
             return Children(empty, empty, empty)
         if hi - lo <= SCAN_ROWS:
-            vals = self._next_at(np.arange(lo, hi), d)
-            cut = np.flatnonzero(np.diff(vals)) + 1
-            starts = np.concatenate([[0], cut]) + lo
-            ends = np.concatenate([cut, [hi - lo]]) + lo
-            toks = vals[starts - lo]
+            vals = self._next_at(slice(lo, hi), d)  # a slice: no index array to build
+            heads = np.flatnonzero(np.concatenate(([True], vals[1:] != vals[:-1])))
+            toks = vals[heads]
+            starts = heads + lo
+            ends = np.append(heads[1:], hi - lo) + lo
         else:
             toks, starts, ends = self._bisect_distinct(lo, hi, d)
-        keep = toks >= 0  # drop the past-the-end marker
-        return Children(toks[keep], starts[keep].astype(np.int64), ends[keep].astype(np.int64))
+        if len(toks) and toks[0] < 0:  # the past-the-end marker sorts first: drop it
+            toks, starts, ends = toks[1:], starts[1:], ends[1:]
+        return Children(toks, starts.astype(np.int64), ends.astype(np.int64))
 
     def _bisect_distinct(self, lo: int, hi: int, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Change points of the sorted column text[SA[j] + d], j in [lo, hi), by splitting
@@ -274,33 +343,12 @@ class SuffixIndex:
             return None
         return Span(int(ch.starts[i]), int(ch.ends[i]), span.depth + 1)
 
-    def find(self, prefix: Iterable[int], at_key_start: bool = False) -> Span | None:
-        span: Span | None = self.key_start() if at_key_start else self.root()
-        for t in prefix:
-            if span is None:
-                return None
-            span = self.narrow(span, int(t))
-        return span
-
-    def allowed_next(self, prefix: Sequence[int], at_key_start: bool = False) -> dict[int, int]:
-        """{token: count} of every token that continues `prefix` in the corpus. The separator
-        (= vocab size) among them means a key may end after `prefix`."""
-        span = self.find(prefix, at_key_start)
-        return {} if span is None else self.children(span).as_dict()
-
-    def count(self, prefix: Sequence[int], at_key_start: bool = False) -> int:
-        span = self.find(prefix, at_key_start)
-        return 0 if span is None else span.count
-
-    def is_full_key(self, tokens: Sequence[int]) -> bool:
-        """True when `tokens` is an entire key (SEP tokens SEP)."""
-        return self.count([*tokens, self.sep], at_key_start=True) > 0
-
     def locate(self, span: Span, max_hits: int = 100) -> list[tuple[int, int, int]]:
         """Up to max_hits (key index, document index, token offset in the key) of a span's
         matches. Which hits are returned among more than max_hits is the suffix-array order."""
         rows = np.arange(span.lo, min(span.hi, span.lo + max_hits))
         pos = np.asarray(self.sa[rows], dtype=np.int64) + (1 if self._starts_with_sep(span) else 0)
+        pos += self.text_base
         keys = np.searchsorted(self.key_starts, pos, side="right") - 1
         return [(int(k), int(self.key_doc[k]), int(p - self.key_starts[k]))
                 for k, p in zip(keys, pos) if k >= 0]
@@ -308,49 +356,17 @@ class SuffixIndex:
     def _starts_with_sep(self, span: Span) -> bool:
         return span.depth > 0 and span.count > 0 and int(self.text[int(self.sa[span.lo])]) == self.sep
 
-    def documents(self, tokens: Sequence[int], at_key_start: bool = False,
-                  max_hits: int = 100) -> list[int]:
-        """Distinct documents whose keys contain `tokens` (in first-hit order)."""
-        span = self.find(tokens, at_key_start)
-        if span is None or span.count == 0:
-            return []
-        seen: dict[int, None] = {}
-        for _, doc, _ in self.locate(span, max_hits):
-            seen.setdefault(doc, None)
-        return list(seen)
-
     def key_tokens(self, key: int) -> np.ndarray:
-        start = int(self.key_starts[key])
-        end = int(self.key_starts[key + 1]) - 1 if key + 1 < len(self.key_starts) else self.n - 1
+        start = int(self.key_starts[key]) - self.text_base
+        end = int(self.key_starts[key + 1]) - 1 - self.text_base \
+            if key + 1 < len(self.key_starts) else self.n - 1
         return np.asarray(self.text[start:end], dtype=np.int64)
 
 
-# -- cached construction ---------------------------------------------------------------
+# -- the cache key ----------------------------------------------------------------------
 def keys_fingerprint(key_texts: Iterable[str], key_doc: Iterable[int], extra: dict) -> str:
     """Content hash of the keys, their documents and how they are tokenised."""
     h = hashlib.sha256(json.dumps(extra, sort_keys=True).encode())
     for text, doc in zip(key_texts, key_doc):
         h.update(f"{doc}\x1f{text}\x1e".encode())
     return h.hexdigest()[:16]
-
-
-def build_or_load(key_texts: Sequence[str], key_doc: Sequence[int], tokenize, vocab_size: int,
-                  fingerprint_extra: dict, cache_root: Path | None = None) -> SuffixIndex:
-    """Load the cached index for these keys and this tokenizer, or build and cache it.
-    `tokenize(list[str]) -> list[list[int]]` must be the decoding-time key tokenisation."""
-    if len(key_texts) != len(key_doc):
-        raise ConfigError(f"{len(key_texts)} keys but {len(key_doc)} document ids.")
-    fp = keys_fingerprint(key_texts, key_doc, {**fingerprint_extra, "vocab": vocab_size,
-                                                "format": FORMAT_VERSION})
-    folder = Path(cache_root or cache_dir() / "riches" / "index") / fp
-    if (folder / "meta.json").exists():
-        log.info("Loading RICHES index %s", folder)
-        return SuffixIndex.load(folder)
-    log.info("Building RICHES index over %d keys (once; cached in %s)", len(key_texts), folder)
-    ids = tokenize(list(key_texts))
-    index = SuffixIndex.build(ids, vocab_size, key_doc, meta={**fingerprint_extra,
-                                                            "fingerprint": fp})
-    index.save(folder)
-    log.info("Index: %d tokens, %d keys, %.1f bytes/token", index.n, len(key_texts),
-             index.bytes_per_token())
-    return SuffixIndex.load(folder)

@@ -14,7 +14,8 @@ from ragrepro.errors import ConfigError
 from ragrepro.models.lm import LM
 
 from .constraint import key_token_ids, vocab_size_of
-from .index import SuffixIndex, build_or_load
+from .index import CorpusIndex
+from .index_build import MAX_SHARD_TOKENS, build_or_load
 from .keys import KeyCorpus, build_keys
 from .prompts import RichesPrompt, example_propositions
 from .propositions import lm_propositions, read_factoid_wiki
@@ -84,15 +85,17 @@ def cached_keys(unit: str, docs: list[Passage]) -> KeyCorpus:
     return KeyCorpus(unit, data["keys"], data["key_doc"], docs)
 
 
-def build_index(kcorp: KeyCorpus, lm: LM, corpus_name: str, kc: KeySettings) -> SuffixIndex:
+def build_index(kcorp: KeyCorpus, lm: LM, corpus_name: str, kc: KeySettings,
+                shard_tokens: int = MAX_SHARD_TOKENS) -> CorpusIndex:
     tok = lm.tokenizer
     return build_or_load(kcorp.keys, kcorp.key_doc, lambda texts: key_token_ids(tok, texts),
                          vocab_size_of(tok),
                          {"corpus": corpus_name, "key_type": kc.name, "tokenizer": lm.name,
-                          "tokenizer_revision": lm.revision, "leading": " "})
+                          "tokenizer_revision": lm.revision, "leading": " "},
+                         shard_tokens=shard_tokens)
 
 
-def check_demo_keys(prompt: RichesPrompt, index: SuffixIndex, at_start: bool, full: bool) -> None:
+def check_demo_keys(prompt: RichesPrompt, index: CorpusIndex, at_start: bool, full: bool) -> None:
     """Every demonstration key must be decodable under the constraint."""
     for key in prompt.demo_keys():
         ids = prompt.key_ids(key)

@@ -21,7 +21,7 @@ from typing import Any
 from ragrepro.data.records import QARecord
 from ragrepro.models.lm import LM
 from ragrepro.pipeline import Result
-from ragrepro.retrieval import Corpus, Retriever
+from ragrepro.retrieval import Corpus, Retriever, index_row
 from ragrepro.tracking import Run
 
 from .attribution import attribution
@@ -63,7 +63,7 @@ def dense_reader(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpu
     built = retriever(corpus=corpus)
     run_dense(run, inputs, built, k, settings.reader_max_new_tokens)
     return finish(run, "dense_reader", inputs, settings, corpus.name, hops,
-                  {"k": k, "k_source": k_source, "retriever": built.name,
+                  {"k": k, "k_source": k_source, "retriever": built.name, **index_row(built),
                    "max_new_tokens": settings.reader_max_new_tokens,
                    "max_new_tokens_needed": needed})
 
@@ -77,7 +77,8 @@ def iterative(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
     built = retriever(corpus=corpus)
     run_iterative(run, inputs, built, settings.iterative)
     return finish(run, "iterative", inputs, settings, corpus.name, hops,
-                  {"k": 1, "retriever": built.name, "max_steps": settings.iterative.max_steps,
+                  {"k": 1, "retriever": built.name, **index_row(built),
+                   "max_steps": settings.iterative.max_steps,
                    "max_new_tokens": settings.iterative.max_new_tokens,
                    "max_new_tokens_needed": needed})
 

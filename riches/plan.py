@@ -2,14 +2,16 @@
 the TRUE T5 judge's weights, the Factoid-Wiki files, and the suffix-array index that
 constrains decoding, sized from the token count without building it.
 
-Sizes (riches/index.py): the text is stored as uint16 (uint32 past 65,535 ids) and the suffix
-array as int32, or int64 for a text above 2^31 tokens (`suffix_array_dtype`), so a
-Factoid-Wiki index costs 10 bytes per token, not 6. pydivsufsort sorts the text re-encoded as
-bytes, and its 64-bit build takes over already at 2^31 *bytes* (`build_suffix_dtype`): the
-build's peak memory is `build_peak_bytes`.
+Sizes (riches/index_build.py): the text is stored once as uint16 (uint32 past 65,535 ids) and
+cut at separators into shards of at most `riches.index_shard_tokens` tokens (2^31 - 1), each
+with an int32 suffix array: 6 bytes per token of a SmolLM2 index at any size. Each shard is
+sorted by its own job (riches/index_sort.py) whose peak memory is the measured bytes per token
+of one shard job (benchmarks/riches_shards.py) times the shard's tokens; the shards can be
+built one after another (peak = one shard) or all at once (peak = the sum).
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -18,36 +20,38 @@ from omegaconf import DictConfig, OmegaConf
 from ragrepro.methods import GB, TOKENS_PER_WORD, IndexPlan, PlanExtras
 from ragrepro.plan import corpus_size, hub_model_plan
 
-from .index import build_suffix_dtype, sorted_symbol_bytes, suffix_array_dtype, token_dtype
+from .index import token_dtype
+from .index_build import MAX_SHARD_TOKENS
 
 # Factoid-Wiki (Chen et al. 2023, "Dense X Retrieval", Table 1): 256,885,003 propositions of
 # 11.2 words on average (RICHES §4 indexes the propositions without titles). These are the
 # published figures, not counted from the files here.
 FACTOID_WIKI_PROPOSITIONS = 256_885_003
 FACTOID_WIKI_WORDS = 11.2
-# divsufsort sorted 51.7M wiki-vital tokens in 20 s on one core here (results/bench/riches.csv);
-# it is O(n log n) at worst, taken as linear. CPython token lists: a list slot (8 bytes) and
-# an int object (28 bytes) per token while `SuffixIndex.build` holds the tokenised keys.
-SORT_TOKENS_PER_S = 2.5e6
-PY_LIST_BYTES_PER_TOKEN = 36
+# One shard job measured on 3e8 synthetic tokens (results/bench/riches_shards.md, one core,
+# 2026-12-02): peak RSS 2.36 GB = 7.86 bytes a token (6 of them the memory-mapped text and
+# int32 suffix array, the rest the sorter's scratch, capped at 2 GiB for larger shards) and
+# 282 s of sorting at load average 4 (757 s at load 8), taken as linear in the shard's tokens.
+SHARD_BUILD_BYTES_PER_TOKEN = 7.9
+SORT_TOKENS_PER_S = 1.0e6
+SA_BYTES = 4  # int32 suffix array entries
 
 
 def index_bytes(n_tokens: int, n_keys: int, vocab_size: int) -> int:
-    """What `SuffixIndex.save` writes (and a search memory-maps): text, suffix array, and the
-    int64 key start and key document of every key."""
-    return n_tokens * (token_dtype(vocab_size).itemsize + suffix_array_dtype(n_tokens).itemsize) \
-        + 16 * n_keys
+    """What riches/index_build.py writes (and a search memory-maps): the text, one int32
+    suffix-array entry per token, and the int64 key start and key document of every key."""
+    return n_tokens * (token_dtype(vocab_size).itemsize + SA_BYTES) + 16 * n_keys
 
 
-def build_peak_bytes(n_tokens: int, vocab_size: int) -> int:
-    """Peak memory of the suffix sort inside pydivsufsort, per its code: the text (t bytes per
-    token), its byte re-encoding (s), the byte suffix array (s x w, w = build width) and at the
-    end `out[out % s == 0] // s` (a mask of s bytes, two arrays of w): the larger of the
-    modulo step (the mask and a temporary of s x w) and the final division."""
-    t = token_dtype(vocab_size).itemsize
-    s = sorted_symbol_bytes(vocab_size)
-    w = build_suffix_dtype(n_tokens, vocab_size).itemsize
-    return n_tokens * (t + s + s * w + s + max(s * w, 2 * w))
+def n_shards(n_tokens: int, shard_tokens: int = MAX_SHARD_TOKENS) -> int:
+    """Shards of at most shard_tokens tokens (at least this many: a shard ends at the last
+    separator that fits, so a real plan can need one more)."""
+    return max(1, math.ceil(n_tokens / shard_tokens))
+
+
+def shard_build_peak_bytes(n_tokens: int, shard_tokens: int = MAX_SHARD_TOKENS) -> int:
+    """Peak memory of the largest shard job (the measured bytes per shard token)."""
+    return int(min(n_tokens, shard_tokens) * SHARD_BUILD_BYTES_PER_TOKEN)
 
 
 def factoid_wiki_tokens(tokens_per_word: float = TOKENS_PER_WORD) -> tuple[int, int]:
@@ -80,13 +84,15 @@ def index_plan(cfg: DictConfig) -> IndexPlan | None:
     if sel("method") != "riches" or found is None or lm is None:
         return None
     tokens, keys, what = found
+    shard_tokens = int(sel("riches.index_shard_tokens", MAX_SHARD_TOKENS))
+    shards = n_shards(tokens, shard_tokens)
     size = index_bytes(tokens, keys, lm.vocab) / GB
-    peak = build_peak_bytes(tokens, lm.vocab) + tokens * PY_LIST_BYTES_PER_TOKEN
-    width = suffix_array_dtype(tokens)
-    note = (f"{token_dtype(lm.vocab).name} text + {width.name} suffix array "
-            f"({'above' if width.itemsize == 8 else 'below'} 2^31 tokens), memory-mapped; "
-            f"build in one process (riches/index.py): tokenised keys as Python lists + "
-            f"pydivsufsort ({build_suffix_dtype(tokens, lm.vocab).name} while sorting)")
+    peak = shard_build_peak_bytes(tokens, shard_tokens)
+    note = (f"{token_dtype(lm.vocab).name} text + {shards} int32 suffix-array shard(s) of "
+            f"<= {shard_tokens:,} tokens (riches.index_shard_tokens), memory-mapped; build "
+            f"one job per shard (riches/index_build.py): {peak / GB:.1f} GB peak per shard job "
+            f"({SHARD_BUILD_BYTES_PER_TOKEN:g} B/token measured), {shards * peak / GB:.1f} GB "
+            f"for all {shards} at once; build hours are one job after another")
     return IndexPlan(f"RICHES suffix array: {what}", f"{tokens / 1e9:.2f}B tokens, {keys:,} keys",
                      size, size, peak / GB, tokens / SORT_TOKENS_PER_S / 3600, note)
 

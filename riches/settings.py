@@ -105,6 +105,8 @@ class RichesSettings:
     key: KeySettings
     dense: DenseSettings
     reader_max_new_tokens: int = field(metadata=limits(min=1))
+    # tokens per suffix-array shard (riches/index_build.py): int32 positions, so at most 2^31 - 1
+    index_shard_tokens: int = field(metadata=limits(min=3, max=2**31 - 1))
     iterative: IterativeSettings
     autoais: JudgeFactory
 

@@ -13,7 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
-from .base import Hit, Retriever, filter_titles, n_candidates
+from .base import Hit, Retriever, filter_titles, index_row, n_candidates
 from .corpus import Corpus, chunk_words, load_corpus
 
 
@@ -46,6 +46,7 @@ __all__ = [
     "build_retriever",
     "chunk_words",
     "filter_titles",
+    "index_row",
     "load_corpus",
     "n_candidates",
     "retriever_from_config",

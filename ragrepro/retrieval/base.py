@@ -142,6 +142,11 @@ class Retriever(abc.ABC):
     def settings(self) -> dict:
         """Every setting that changes the hits (part of the cache key)."""
 
+    def row_settings(self) -> dict[str, Any]:
+        """What a results row records about the searched index beyond the configuration:
+        nothing here; the dense retriever adds its FAISS index's measured recall."""
+        return {}
+
     def contents(self, hit: Hit) -> str:
         """The document string as the index stores it; `title\ntext` unless a subclass knows
         better (BM25 over a prebuilt index returns its stored contents)."""
@@ -205,6 +210,13 @@ class Retriever(abc.ABC):
             cache.put_many(fresh)
             found.update(fresh)
         return [found[q] for q in queries]
+
+
+def index_row(retriever: Any) -> dict[str, Any]:
+    """The row fields of the retriever a pipeline searched (none without one, e.g. passages
+    read from the records), for the pipeline's Result.settings."""
+    fields = getattr(retriever, "row_settings", None)
+    return dict(fields()) if callable(fields) else {}
 
 
 def cache_path_of(retriever: Retriever, k: int, exclude_titles: Collection[str] = ()) -> Path:

@@ -31,9 +31,14 @@ from ..paths import cache_dir
 from .base import Hit, Retriever, reject_unknown
 from .corpus import Corpus
 from .faiss_index import (
+    FloatStore,
     IndexSpec,
+    Recall,
+    cached_recall,
     empty_index,
     gpu_faiss,
+    refine,
+    refine_candidates,
     resolve_spec,
     set_search_params,
     to_cpu,
@@ -245,6 +250,8 @@ class DenseRetriever(Retriever):
         self._q_encoder: Encoder | None = None
         self._d_encoder: Encoder | None = None
         self._index = None
+        self._store: FloatStore | None = None
+        self._largest_n = 0  # the most hits any search asked for: the k its row's recall is at
 
     # ---- settings and keys ------------------------------------------------------------
     def encoder_settings(self) -> dict:
@@ -457,6 +464,42 @@ class DenseRetriever(Retriever):
         self._index = index
         return self._index
 
+    def float_store(self) -> FloatStore:
+        """The cached corpus embeddings, memory-mapped: what re-ranking and the recall probe
+        read exactly (only the rows they need)."""
+        if self._store is None:
+            missing = self.missing_shards()
+            if missing:
+                raise ConfigError(f"retriever.faiss.refine and the recall probe read the corpus "
+                                  f"embeddings in {self.embeddings_dir()}, but {len(missing)} "
+                                  f"embedding files are missing (first: {missing[0]}): encode "
+                                  f"them (python scripts/build_index.py corpus=... retriever=..."
+                                  f", or experiment=core/encode_shards), or drop refine.")
+            self._store = FloatStore(self.shard_paths())
+        return self._store
+
+    def index_recall(self, k: int) -> Recall:
+        """recall@k of the index (with its search parameters) against exact search on the
+        probe set; flat is exact (1.0, nothing measured). Measured once, cached beside the
+        index; None when the embeddings behind a prebuilt index are not here."""
+        spec = self.index_spec()
+        if spec.type == "flat":
+            return Recall(k, 1.0, 0)
+        if self.missing_shards():
+            log.warning("recall of %s not measured: the corpus embeddings are not in %s",
+                        spec.label(), self.embeddings_dir())
+            return Recall(k, None, 0)
+        key = hash_obj({**spec.params(), "trained_on": self.index_device(),
+                        "index_path": str(self.index_path or "")}, 12)
+        return cached_recall(self.embeddings_dir(), key, self.float_store(),
+                             lambda q, n: self.search_vectors(q, n)[1], k)
+
+    def row_settings(self) -> dict[str, Any]:
+        """The index this retriever searched and its recall@k at the most hits asked (k 100
+        when nothing was searched), for the results row."""
+        recall = self.index_recall(self._largest_n or 100)
+        return {"faiss_index_resolved": self.index_spec().label(), **recall.row()}
+
     def _load_index(self, path: Path):
         import faiss  # deferred: faiss (native library, loaded when an index is built)
 
@@ -484,18 +527,31 @@ class DenseRetriever(Retriever):
         (nprobe, efSearch) would silently be FAISS's defaults."""
         have = dict(built or {"type": "flat"})
         have.pop("trained_on", None)
-        want = self.index_spec().params()
+        have.pop("refine", None)  # re-ranking happens after the index: any file serves it
+        want = {k: v for k, v in self.index_spec().params().items() if k != "refine"}
         if have != want:
             raise ConfigError(f"FAISS index {path} is {have} but retriever.faiss says {want}: "
                               f"set retriever.faiss to the index's parameters (its .json "
                               f"sidecar lists them), or rebuild it.")
 
     # ---- search -----------------------------------------------------------------------
+    def _cached_search(self, queries: list[str], n: int) -> list[list[Hit]]:
+        self._largest_n = max(self._largest_n, n)  # also when every query is cached
+        return super()._cached_search(queries, n)
+
+    def search_vectors(self, q: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, ids) of the n best passages per query vector: the index's hits, or with
+        retriever.faiss.refine its refine x n candidates re-scored exactly."""
+        index, spec = self._open(), self.index_spec()
+        n = min(n, index.ntotal)
+        fetch = refine_candidates(spec, n, index.ntotal, gpu=self.index_device() == "gpu")
+        set_search_params(index, spec, fetch)
+        q = np.ascontiguousarray(q, dtype=np.float32)
+        scores, ids = index.search(q, fetch)
+        return refine(self.float_store(), q, ids, n) if spec.refine else (scores, ids)
+
     def _search(self, queries: list[str], n: int) -> list[list[Hit]]:
-        index = self._open()
-        set_search_params(index, self.index_spec(), n)
-        q = self.encode_queries(queries)
-        scores, ids = index.search(np.ascontiguousarray(q, dtype=np.float32), min(n, index.ntotal))
+        scores, ids = self.search_vectors(self.encode_queries(queries), n)
         out = []
         for row_s, row_i in zip(scores, ids):
             hits = []

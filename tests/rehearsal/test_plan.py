@@ -116,6 +116,24 @@ def test_dense_index_sizes_flat_ivfpq_hnsw_for_dpr():
     assert hnsw.ram_gb * plan.GB == pytest.approx(DPR_N * (4 * 768 + 4 * (64 + 32 / 31) + 12))
 
 
+def test_the_auto_default_shows_the_re_ranking_ram_and_its_memory_mapped_store():
+    cfg = _cfg("experiment=ralm/paper/fig9")  # chooses flat; auto shown beside it
+    auto = _index(cfg, "dense FAISS ivfpq(nlist=18337,m=96,nbits=8,nprobe=4585,train_size="
+                       "1173568,refine=8)")
+    assert not auto.chosen and "the type=auto default" in auto.note
+    # RAM and disk: the PQ codes and ids only; the 60.1 GB of float vectors it re-scores are
+    # the embedding files, memory-mapped
+    assert auto.ram_gb * plan.GB == pytest.approx(DPR_N * 104 + 4 * 768 * (18_337 + 256))
+    assert auto.disk_gb == auto.ram_gb and "from the 60.1 GB of embeddings, memory-mapped" in \
+        auto.note
+    chosen = plan.plan_cell(_cfg("experiment=ralm/paper/fig9", "retriever.faiss.type=auto"),
+                            "", 80.0, 1)
+    [mine] = [i for i in chosen.indexes if i.chosen and "FAISS" in i.what]
+    assert mine.what == auto.what and mine.note.endswith("chosen")
+    # shown once: auto is not repeated among the alternatives
+    assert sum("refine=8" in i.what for i in chosen.indexes) == 1
+
+
 def test_the_chosen_index_type_counts_in_the_cell_disk():
     flat = plan.plan_cell(_cfg("experiment=ralm/paper/fig9"), "", 80.0, 1)
     ivf = plan.plan_cell(_cfg("experiment=ralm/paper/fig9", "retriever.faiss.type=ivfpq",
@@ -145,8 +163,8 @@ def test_riches_index_comes_through_its_hook_and_the_core_imports_no_method():
     # without the RICHES profile the core knows no suffix array
     assert not [i for i in plan.method_extras(cfg, profiles=()).indexes if "RICHES" in i.what]
     sa = _index(cfg, "RICHES suffix array")
-    assert "int64 suffix array" in sa.note and "256,885,003 keys" in sa.entries
-    assert sa.disk_gb * plan.GB == pytest.approx(3_709_419_444 * 10 + 16 * 256_885_003)
+    assert "2 int32 suffix-array shard(s)" in sa.note and "256,885,003 keys" in sa.entries
+    assert sa.disk_gb * plan.GB == pytest.approx(3_709_419_444 * 6 + 16 * 256_885_003)
     tree = ast.parse(inspect.getsource(plan))
     imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
         {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
