@@ -1,7 +1,8 @@
 """`ragrepro compare RUN_A RUN_B ...`: the settings that differ, and the metrics side by side.
 
 Runs are given as folders (results/<experiment>/<run_id>), `experiment/run_id`, or run ids
-(a unique prefix is enough).
+(a unique prefix is enough). `--flips` adds, for each run against the first, the questions or
+perplexity blocks whose outcome changed (ragrepro.report.flips), both outputs side by side.
 """
 from __future__ import annotations
 
@@ -9,14 +10,19 @@ import argparse
 import json
 import logging
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..errors import ConfigError, did_you_mean
 from ..paths import results_dir
 from .flags import flags_text, has_diagnostics, merged_row
 from .runs import RunRecord, find_run
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .table_stats import zero_mark
+
+if TYPE_CHECKING:
+    from .flips import FlipItem, Flips
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +89,18 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> str:
+@dataclass(frozen=True)
+class FlipOptions:
+    """`--flips`: the metric (None: the runs' per-sample score, else their perplexity), how
+    many changed items to list per direction (None: all) and how wide a text cell is."""
+
+    metric: str | None = None
+    limit: int | None = 10
+    width: int = 40
+
+
+def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS,
+                 flips: FlipOptions | None = None) -> str:
     names = [f"{r.experiment}/{r.run_id}" for r in runs]
     heads = ["", *[f"[{i + 1}]" for i in range(len(runs))]]
     parts = ["Runs:", *[f"  [{i + 1}] {n}  ({r.dir or 'no folder'})"
@@ -98,6 +115,8 @@ def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> st
     parts.append(text_table(["setting", *heads[1:]], rows) if rows else "  (none: same settings)")
     parts.append("")
     parts += metrics_block(runs, heads[1:], st)
+    if flips is not None:
+        parts += ["", *flips_block(runs, st, flips)]
     return "\n".join(parts) + "\n"
 
 
@@ -127,10 +146,16 @@ def _paired_cell(base: RunRecord, run: RunRecord, metric: str, st: StatsSettings
                            "diff", st)
     if test is None:
         return f"({why})"
-    mark = ("≈0 (CI includes 0)" if test.includes_zero
-            else zero_mark(False, test.p_value).strip())
-    return (f"{test.estimate:+.4g} [{test.low:+.4g}, {test.high:+.4g}] "
-            f"p={test.p_value:.3g} {mark}")
+    return paired_cell_text(test.estimate, test.low, test.high, test.p_value,
+                            test.includes_zero)
+
+
+def paired_cell_text(estimate: float, low: float, high: float, p_value: float,
+                     includes_zero: bool) -> str:
+    """'+0.09 [-0.16, +0.37] p=0.578 ≈0 (CI includes 0)': a paired difference as compare
+    prints it (the dashboard's flips view prints the same text)."""
+    mark = "≈0 (CI includes 0)" if includes_zero else zero_mark(False, p_value).strip()
+    return f"{estimate:+.4g} [{low:+.4g}, {high:+.4g}] p={p_value:.3g} {mark}"
 
 
 def metrics_block(runs: list[RunRecord], heads: list[str], st: StatsSettings) -> list[str]:
@@ -152,6 +177,76 @@ def metrics_block(runs: list[RunRecord], heads: list[str], st: StatsSettings) ->
     return out
 
 
+def flips_block(runs: list[RunRecord], st: StatsSettings, opt: FlipOptions) -> list[str]:
+    """Each run against [1]: the counts of changed outcomes beside the paired test on the same
+    metric, then the changed questions (or blocks) with both sides' outputs."""
+    # imported here: flips reads sample_view, which imports keyed, which imports this module
+    from .flips import LABELS, counts_text, pair_flips
+
+    out = ["Per-sample flips against [1] (docs/report.md#per-sample-flips):"]
+    for j, run in enumerate(runs[1:], start=2):
+        f, why = pair_flips(runs[0], run, opt.metric, st)
+        if f is None:
+            out += [f"[{j}] vs [1]: ({why})", ""]
+            continue
+        out.append(f"[{j}] vs [1]: {f.metric} on {f.n} {f.unit}; {f.rule}")
+        out.append(f"  {counts_text(f)}   paired {f.metric} ([{j}] - [1]): "
+                   f"{_paired_cell(runs[0], run, f.metric, st)}")
+        for change in ("right_to_wrong", "wrong_to_right") if f.kind == "outcome" \
+                else ("worse", "better"):
+            items = f.of(change)
+            if not items:
+                continue
+            shown = items if opt.limit is None else items[:opt.limit]
+            out.append(f"  {LABELS[change]} ({len(shown)} of {len(items)} shown, "
+                       f"{f.ordered_by}):")
+            out += _flip_rows(runs[0], run, f, shown, j, opt.width)
+        out.append("")
+    return out
+
+
+def _indent(text: str, pad: str = "    ") -> list[str]:
+    return [pad + ln for ln in text.splitlines()]
+
+
+def _flip_rows(a: RunRecord, b: RunRecord, f: Flips, items: list[FlipItem], j: int,
+               width: int) -> list[str]:
+    from .flips import fmt_score, item_texts  # see flips_block
+
+    ta, tb = item_texts(a, f, items, width), item_texts(b, f, items, width)
+    if f.kind == "outcome":
+        rows = [[it.label, ta[it.label]["question"] or tb[it.label]["question"],
+                 ta[it.label]["gold"] or tb[it.label]["gold"],
+                 ta[it.label]["output"], tb[it.label]["output"],
+                 fmt_score(it.a, f.kind), fmt_score(it.b, f.kind),
+                 ta[it.label]["finish"], tb[it.label]["finish"]] for it in items]
+        return _indent(text_table(["id", "question", "gold", "[1] output", f"[{j}] output",
+                                   f"[1] {f.metric}", f"[{j}] {f.metric}", "[1] finish",
+                                   f"[{j}] finish"], rows))
+    out: list[str] = []
+    for it in items:
+        out.append(f"    {it.label}: NLL per {f.per} [1] {fmt_score(it.a, f.kind)}, "
+                   f"[{j}] {fmt_score(it.b, f.kind)} ({it.delta:+.4f})")
+        wa, wb = ta[it.label], tb[it.label]
+        out += _indent(text_table(["window", "query", "[1] document", f"[{j}] document"],
+                                  window_rows(wa, wb)), "      ")
+    return out
+
+
+def window_rows(wa: list[dict[str, str]], wb: list[dict[str, str]]) -> list[list[str]]:
+    """One row per window of a block: its query (one run's when only one retrieved, both
+    when they differ) and each run's document."""
+    none = {"query": "", "doc": "(no window)"}
+    rows = []
+    for n in range(max(len(wa), len(wb))):
+        x = wa[n] if n < len(wa) else {**none, "window": wb[n]["window"]}
+        y = wb[n] if n < len(wb) else {**none, "window": x["window"]}
+        q = x["query"] if not y["query"] or x["query"] == y["query"] else \
+            y["query"] if not x["query"] else f"{x['query']} / {y['query']}"
+        rows.append([x["window"], q, x["doc"], y["doc"]])
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ragrepro compare",
                                      description="Compare the settings and metrics of runs.")
@@ -161,9 +256,36 @@ def main(argv: list[str] | None = None) -> None:
                         help="bootstrap / permutation resamples (default %(default)s)")
     parser.add_argument("--seed", type=int, default=DEFAULT_STATS.seed,
                         help="seed of the resamples (default %(default)s)")
+    parser.add_argument("--flips", action="store_true",
+                        help="list the questions or blocks whose outcome changed against the "
+                             "first run, both outputs side by side")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="with --flips: changed items listed per direction (0: all; "
+                             f"default {FlipOptions.limit})")
+    parser.add_argument("--metric", default=None,
+                        help="with --flips: the per-sample metric (default: the runs' "
+                             "per-sample score, e.g. em, else the token perplexity)")
     args = parser.parse_args(argv)
     if len(args.runs) < 2:
         parser.error("give at least two runs to compare")
+    if args.limit is not None and args.limit < 0:
+        parser.error("--limit: give 0 (all) or a positive number of items")
+    if not args.flips and (args.metric is not None or args.limit is not None):
+        parser.error("--limit and --metric choose what --flips lists: add --flips")
     root = args.results or results_dir()
     runs = [find_run(root, ref) for ref in args.runs]  # a bad name: exit 2 (ragrepro.cli)
-    sys.stdout.write(compare_runs(runs, StatsSettings(args.resamples, args.seed)))
+    limit = FlipOptions.limit if args.limit is None else (args.limit or None)
+    opt = FlipOptions(args.metric, limit) if args.flips else None
+    if opt is not None and opt.metric is not None:
+        check_flip_metric(runs, opt.metric)
+    sys.stdout.write(compare_runs(runs, StatsSettings(args.resamples, args.seed), opt))
+
+
+def check_flip_metric(runs: list[RunRecord], metric: str) -> None:
+    """A --metric every run records, or a ConfigError listing the ones they share."""
+    missing = [f"{r.experiment}/{r.run_id}" for r in runs if metric not in (r.metrics or {})]
+    if missing:
+        shared = sorted(set.intersection(*[set(scalar_metrics(r.metrics or {})) for r in runs]))
+        raise ConfigError(f"--metric {metric}: not recorded by {', '.join(missing)}."
+                          f"{did_you_mean(metric, shared)} Metrics all runs record: "
+                          f"{', '.join(shared) or '(none)'}.")

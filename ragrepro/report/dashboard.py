@@ -1,6 +1,7 @@
 """results/index.html: one static page (opens from disk, no server, no CDN) with every run
-in a sortable, filterable table, a side-by-side comparison of selected runs, the paper
-tables and the plots. Each run's config and metrics are embedded as JSON."""
+in a sortable, filterable table, a side-by-side comparison of selected runs (with the
+per-sample flips of two runs of one experiment), the paper tables and the plots. Each run's
+config and metrics are embedded as JSON."""
 from __future__ import annotations
 
 import html
@@ -8,21 +9,30 @@ import json
 import os
 import re
 import time
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError
 from ..io import atomic_write_text
 from ..metrics.registry import headline_metrics
-from .compare import scalar_metrics
+from .compare import paired_cell_text, scalar_metrics
 from .dashboard_assets import CSS, JS
 from .flags import flags_text, has_diagnostics, merged_row
+from .flips import CHANGES, item_texts, pair_flips
 from .grid import grid_html, is_demo
 from .plots import PlotData
 from .runs import RunRecord, is_missing, to_float
-from .samples import interval_for
+from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .spec import load_dashboard_spec
 from .tables import BuiltTable, render_html_table
 from .wandb_sync import OfflineRun
+
+# The flips view embeds, per pair of runs, at most this many changed items per direction
+# (`ragrepro compare A B --flips --limit 0` lists all), each text cut to FLIPS_WIDTH chars:
+# the page holds one pair per two runs of an experiment, so its size grows with their square.
+FLIPS_LIMIT = 10
+FLIPS_WIDTH = 80
 
 ROW_META = {"run_id", "experiment", "finished_at", "git_commit", "git_dirty", "wall_s",
             "code_version", "code_id", "code_versions_mixed"}
@@ -50,6 +60,46 @@ def _run_payload(run: RunRecord, root: Path, index_dir: Path) -> dict[str, Any]:
             "wandb_url": run.metadata.get("wandb_url"), "samples_href": samples_href,
             "flags": flags_text(diag) if has_diagnostics(diag) else None,
             "settings": settings, "metrics": metrics, "row": run.row, "config": run.config}
+
+
+def _pair_entry(a: RunRecord, b: RunRecord, st: StatsSettings,
+                texts: dict[str, dict[str, Any]], ia: int, ib: int) -> dict[str, Any]:
+    """Run b against run a: the flips (at most FLIPS_LIMIT items per direction), the paired
+    test on the same metric as compare prints it in both orders, or why there are none.
+    The items' texts go to `texts` (per run index, per item label), shared by all pairs."""
+    try:
+        f, why = pair_flips(a, b, None, st)
+    except ConfigError as e:
+        f, why = None, str(e)
+    if f is None:
+        return {"why": why}
+    entry = f.to_dict(FLIPS_LIMIT)
+    shown = [it for ch in CHANGES[f.kind] for it in f.of(ch)[:FLIPS_LIMIT]]
+    for run, i in ((a, ia), (b, ib)):
+        texts.setdefault(str(i), {}).update(item_texts(run, f, shown, FLIPS_WIDTH))
+    test, why = paired_for(b.dir, b.metrics or {}, a.dir, a.metrics or {}, f.metric, "diff",
+                           st)
+    entry["paired"] = ([paired_cell_text(test.estimate, test.low, test.high, test.p_value,
+                                         test.includes_zero),
+                        paired_cell_text(-test.estimate, -test.high, -test.low, test.p_value,
+                                         test.includes_zero)]
+                       if test is not None else [f"({why})", f"({why})"])
+    return entry
+
+
+def flips_payload(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS) -> dict[str, Any]:
+    """{"pairs": {"i,j": flips of run j against run i (i < j)}, "texts": {i: {label: ...}}}
+    for every two runs of one experiment (runs of different experiments score different
+    examples); the page reads the other order by swapping (ragrepro.report.flips.swap)."""
+    pairs: dict[str, Any] = {}
+    texts: dict[str, dict[str, Any]] = {}
+    by_exp: dict[str, list[int]] = {}
+    for i, r in enumerate(runs):
+        by_exp.setdefault(r.experiment, []).append(i)
+    for idx in by_exp.values():
+        for i, j in combinations(idx, 2):
+            pairs[f"{i},{j}"] = _pair_entry(runs[i], runs[j], st, texts, i, j)
+    return {"pairs": pairs, "texts": texts, "limit": FLIPS_LIMIT}
 
 
 def _metric_columns(runs: list[RunRecord]) -> list[str]:
@@ -236,6 +286,7 @@ are folded away. Tables with at least one of our numbers are expanded.</p>
 <section id="plots"><h2>Plots</h2>{plots_section(plots, index_dir)}</section>
 <section id="wandb"><h2>W&amp;B</h2>{wandb_section(offline, command)}</section>
 {_json_script(payload, "runs-data")}
+{_json_script(flips_payload(runs), "flips-data")}
 <script>{JS}</script>
 </body></html>
 """

@@ -158,7 +158,81 @@ JS = r"""
     body.innerHTML = '<ul>' + links + '</ul>' +
       '<h3>Settings that differ (' + diff.length + ')</h3>' +
       (diff.length ? '<table id="compare-settings">' + head + dRows + '</table>' : '<p>None: same settings.</p>') +
-      '<h3>Metrics [95% CI] n</h3><p class="hint">Paired tests between runs: <code>ragrepro compare RUN_A RUN_B</code>.</p><table id="compare-metrics">' + head + mRows + '</table>';
+      '<h3>Metrics [95% CI] n</h3><p class="hint">Paired tests between runs: <code>ragrepro compare RUN_A RUN_B</code>.</p><table id="compare-metrics">' + head + mRows + '</table>' +
+      flipsHtml(sel);
+  }
+
+  // Per-sample flips of the second ticked run against the first (ragrepro.report.flips,
+  // computed by `ragrepro report` for every two runs of one experiment, stored as i < j).
+  const flipsData = JSON.parse(document.getElementById('flips-data').textContent);
+  const FLIP_LABELS = {right_to_wrong: 'right→wrong', wrong_to_right: 'wrong→right',
+    both_right: 'both right', both_wrong: 'both wrong', worse: 'worse', better: 'better', same: 'same'};
+  const SWAP = {right_to_wrong: 'wrong_to_right', wrong_to_right: 'right_to_wrong', worse: 'better', better: 'worse'};
+  const CHANGES = {outcome: ['right_to_wrong', 'wrong_to_right'], nll: ['worse', 'better']};
+  const COUNTS = {outcome: ['right_to_wrong', 'wrong_to_right', 'both_right', 'both_wrong'], nll: ['worse', 'better', 'same']};
+  function pairFlips(a, b){
+    const f = flipsData.pairs[Math.min(a, b) + ',' + Math.max(a, b)];
+    if (!f || f.why || a < b) return f ? {f: f, paired: f.paired ? f.paired[0] : ''} : null;
+    // the stored pair read the other way round (flips.swap): same items, sides exchanged
+    const counts = {};
+    Object.keys(f.counts).forEach(function(k){ counts[SWAP[k] || k] = f.counts[k]; });
+    const order = CHANGES[f.kind];
+    const items = f.items.map(function(it){
+      return {label: it.label, change: SWAP[it.change], a: it.b, b: it.a}; });
+    items.sort(function(x, y){ return order.indexOf(x.change) - order.indexOf(y.change); });
+    return {f: Object.assign({}, f, {counts: counts, items: items}), paired: f.paired[1]};
+  }
+  function score(x, kind){ return kind === 'nll' ? x.toFixed(4) : show(x); }
+  function signed(x){ return (x >= 0 ? '+' : '') + x.toFixed(4); }
+  function lines(list, key){ return list.map(function(w){ return esc(w[key]); }).join('<br>'); }
+  function queries(wa, wb){
+    // one query per window: one run's when only one retrieved, both when they differ
+    const n = Math.max(wa.length, wb.length), out = [];
+    for (let k = 0; k < n; k++) {
+      const x = (wa[k] || {}).query || '', y = (wb[k] || {}).query || '';
+      out.push({q: !y || x === y ? x : (!x ? y : x + ' / ' + y)});
+    }
+    return out;
+  }
+  function flipsHtml(sel){
+    if (sel.length !== 2) return '<h3>Per-sample flips</h3><p id="flips-none">Select exactly two runs of one experiment to list the questions or blocks whose outcome changed.</p>';
+    const a = sel[0], b = sel[1], p = pairFlips(a, b);
+    if (!p) return '<h3>Per-sample flips</h3><p id="flips-none">None: the two runs belong to different experiments.</p>';
+    const f = p.f;
+    if (f.why) return '<h3>Per-sample flips</h3><p id="flips-none">None: ' + esc(f.why) + '.</p>';
+    const ta = flipsData.texts[String(a)] || {}, tb = flipsData.texts[String(b)] || {};
+    const names = '[1] ' + esc(runs[a].experiment + '/' + runs[a].run_id) + ', [2] ' + esc(runs[b].experiment + '/' + runs[b].run_id);
+    const cHead = COUNTS[f.kind].map(function(k){ return '<th>' + FLIP_LABELS[k] + '</th>'; }).join('');
+    const cRow = COUNTS[f.kind].map(function(k){ return '<td class="num">' + f.counts[k] + '</td>'; }).join('');
+    let head, rows;
+    if (f.kind === 'outcome') {
+      head = ['change', 'id', 'question', 'gold', '[1] output', '[2] output', '[1] ' + f.metric, '[2] ' + f.metric, '[1] finish', '[2] finish'];
+      rows = f.items.map(function(it){
+        const x = ta[it.label] || {}, y = tb[it.label] || {};
+        return '<tr data-key="' + esc(it.label) + '" data-change="' + it.change + '"><td>' + FLIP_LABELS[it.change] + '</td><td>' + esc(it.label) + '</td><td>' +
+          esc(x.question || y.question || '') + '</td><td>' + esc(x.gold || y.gold || '') + '</td><td>' + esc(x.output || '') + '</td><td>' + esc(y.output || '') +
+          '</td><td class="num">' + score(it.a, f.kind) + '</td><td class="num">' + score(it.b, f.kind) + '</td><td>' + esc(x.finish || '') + '</td><td>' + esc(y.finish || '') + '</td></tr>';
+      }).join('');
+    } else {
+      head = ['change', 'block', 'NLL per ' + f.per + ' [1]', '[2]', 'change', 'window', 'query', '[1] document', '[2] document'];
+      rows = f.items.map(function(it){
+        const wa = ta[it.label] || [], wb = tb[it.label] || [];
+        const win = (wa.length >= wb.length ? wa : wb);
+        return '<tr data-key="' + esc(it.label) + '" data-change="' + it.change + '"><td>' + FLIP_LABELS[it.change] + '</td><td>' + esc(it.label) + '</td><td class="num">' +
+          score(it.a, f.kind) + '</td><td class="num">' + score(it.b, f.kind) + '</td><td class="num">' + signed(it.b - it.a) + '</td><td>' + lines(win, 'window') +
+          '</td><td>' + lines(queries(wa, wb), 'q') + '</td><td>' + lines(wa, 'doc') + '</td><td>' + lines(wb, 'doc') + '</td></tr>';
+      }).join('');
+    }
+    const listed = CHANGES[f.kind].map(function(k){
+      const shown = f.items.filter(function(it){ return it.change === k; }).length;
+      return FLIP_LABELS[k] + ' ' + shown + ' of ' + f.counts[k]; }).join(', ');
+    return '<h3>Per-sample flips: [2] against [1]</h3><p>' + names + '</p>' +
+      '<p id="flips-rule">' + esc(f.metric + ' on ' + f.n + ' ' + f.unit + '; ' + f.rule) + '</p>' +
+      '<table id="flips-counts"><tr>' + cHead + '</tr><tr>' + cRow + '</tr></table>' +
+      '<p id="flips-paired">paired ' + esc(f.metric) + ' ([2] - [1]): ' + esc(p.paired) + '</p>' +
+      '<p class="hint">Listed (' + esc(f.ordered_by) + '): ' + listed + '; all of them: <code>ragrepro compare ' +
+      esc(runs[a].run_id + ' ' + runs[b].run_id) + ' --flips --limit 0</code>.</p>' +
+      '<div class="scroll"><table id="flips-items"><tr>' + head.map(function(h){ return '<th>' + esc(h) + '</th>'; }).join('') + '</tr>' + rows + '</table></div>';
   }
   tbody.addEventListener('change', function(e){
     if (!e.target.classList.contains('sel')) return;
