@@ -1,14 +1,16 @@
 """Shared pieces of the benchmarks: timing, the machine's matmul peak, result writing."""
 from __future__ import annotations
 
+import csv
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragrepro.io import write_rows_csv
 from ragrepro.named_configs import group_config, load_model
+from ragrepro.report.readable import check_columns
 
 
 @dataclass
@@ -86,6 +88,46 @@ def markdown_table(rows: list[dict[str, Any]], columns: list[str] | None = None)
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     out += ["| " + " | ".join(fmt(r.get(c)) for c in cols) + " |" for r in rows]
     return out
+
+
+def markdown_tables(rows: list[dict[str, Any]],
+                    groups: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """One readable table per (caption, columns) group (at most ten columns each,
+    ragrepro.report.readable) instead of one wide table; the CSV keeps every column."""
+    out: list[str] = []
+    for caption, cols in groups:
+        check_columns(list(cols), f"benchmark table {caption!r}")
+        out += ([f"**{caption}**", ""] if caption else []) + markdown_table(rows, list(cols))
+        out.append("")
+    return out[:-1]
+
+
+def replace_first_table(text: str, table: list[str]) -> str:
+    """`text` with its first Markdown table replaced by `table` (a committed benchmark page
+    rewritten from its CSV keeps the lines its measurement wrote around the table)."""
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("|"))
+    end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")),
+               len(lines))
+    return "\n".join(lines[:start] + table + lines[end:]) + "\n"
+
+
+def _typed(text: str) -> Any:
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"True": True, "False": False}.get(text, text)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """A benchmark CSV's rows with numbers as numbers: the Markdown of a committed CSV is
+    rewritten from it exactly as the run wrote it (`markdown_table` formats floats)."""
+    with path.open(newline="", encoding="utf-8") as f:
+        return [{k: _typed(v) for k, v in r.items()} for r in csv.DictReader(f)]
 
 
 def load_average() -> float:

@@ -37,8 +37,16 @@ import torch
 
 from ragrepro.models.archs import ARCHS
 from ragrepro.paths import results_dir
+from ragrepro.report.readable import check_columns
 
-from .common import BenchResult, cpu_model, load_average, markdown_table
+from .common import (
+    BenchResult,
+    cpu_model,
+    load_average,
+    markdown_table,
+    read_rows,
+    replace_first_table,
+)
 
 log = logging.getLogger(__name__)
 
@@ -468,14 +476,30 @@ def summary_lines(rows: list[dict[str, Any]], info: dict[str, Any]) -> list[str]
             FORMULA.format(n=", ".join(map(str, plan.gemm_sizes))) + ".", "",
             ("Drift: mean NLL (nats) over the drift rows in this dtype minus float32, the "
             "float32 weights rounded to this dtype."), ""]
+    return head + table_lines(rows)
+
+
+def table_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Ten readable columns (ragrepro.report.readable): the timed steps and the peak per dtype
+    (stated above the table) are in the CSV."""
     view = [{"arch": r["arch"], "dtype": r["dtype"], "status": r["status"],
-             "params (M)": r["params"] / 1e6, "steps": r.get("steps"),
+             "params (M)": r["params"] / 1e6,
              "window tok/s": r.get("window_tok_per_s"), "scored tok/s": r.get("scored_tok_per_s"),
-             "TFLOP/s": r.get("achieved_tflops"), "peak TFLOP/s": r.get("peak_tflops"),
-             "% of peak": r.get("pct_peak"),
+             "TFLOP/s": r.get("achieved_tflops"), "% of peak": r.get("pct_peak"),
              "mean NLL": r.get("mean_nll"), "drift vs fp32": r.get("drift_nll_vs_fp32")}
             for r in rows]
-    return head + markdown_table(view)
+    table = markdown_table(view)
+    check_columns(table[0].strip("| ").split(" | "), "device benchmark table")
+    return table
+
+
+def rewrite_from_csv(md: Path) -> Path:
+    """The committed page's table rewritten from its CSV (the lines around it, written when
+    it was measured, are kept): `python -m benchmarks.device --from-csv PAGE.md`."""
+    rows = read_rows(md.with_suffix(".csv"))
+    md.write_text(replace_first_table(md.read_text(encoding="utf-8"), table_lines(rows)),
+                  encoding="utf-8")
+    return md
 
 
 def write_outputs(rows: list[dict[str, Any]], info: dict[str, Any],
@@ -523,7 +547,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--batch", type=int)
     ap.add_argument("--seq-len", type=int)
     ap.add_argument("--threads", type=int, help="torch threads (a shared CPU: 1)")
+    ap.add_argument("--from-csv", type=Path, metavar="PAGE.md",
+                    help="rewrite a written page's table from the CSV beside it; measure nothing")
     args = ap.parse_args(argv)
+    if args.from_csv:
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+        log.info("wrote %s", rewrite_from_csv(args.from_csv))
+        return
     if args.threads:
         torch.set_num_threads(args.threads)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

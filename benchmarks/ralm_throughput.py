@@ -18,6 +18,7 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -35,9 +36,10 @@ from .common import (
     interleaved_best,
     load_average,
     load_lm,
-    markdown_table,
+    markdown_tables,
     matmul_peak_gflops,
     ratio_target,
+    read_rows,
     wiki_vital_bm25,
 )
 
@@ -236,21 +238,56 @@ def summarize(rows: list[dict[str, Any]], peak32: float, peak16: float) -> list[
              f"stride={BASE.ralm.stride}, doc_max_tokens={BASE.ralm.doc_max_tokens}, "
              f"rerank_tokens={BASE.ralm.rerank_tokens}; documents retrieved once (BM25, wiki-vital) "
              f"and given to both paths."), ""]
+    return lines + table_lines(rows, peak32, peak16)
+
+
+def table_lines(rows: list[dict[str, Any]], peak32: float, peak16: float) -> list[str]:
+    """Two readable tables (ragrepro.report.readable): speed and agreement, then the FLOP
+    rates against the measured peak; every number is in ralm_throughput.csv."""
     view = []
     for r in rows:
         view.append({"model": r["model"], "case": r["case"], "scored tok": r["scored_tokens"],
                      "prod tok/s": r["production_tok_per_s"],
                      "official tok/s": r["official_tok_per_s"], "speedup": r["speedup"],
-                     "FLOP ratio": r["flop_ratio"], "NLL rel diff": r["nll_rel_diff"],
+                     "NLL rel diff": r["nll_rel_diff"], "bf16 speedup": r["bf16_speedup"],
+                     "bf16 vs official": r["bf16_vs_official"],
+                     "bf16 ppl drift": f"{100 * r['bf16_ppl_drift_rel']:+.3f}%",
+                     "FLOP ratio": r["flop_ratio"],
                      "prod GFLOP/s (% peak)": f"{r['production_gflops']:.0f} "
                                               f"({100 * r['production_gflops'] / peak32:.0f}%)",
                      "official GFLOP/s (% peak)": f"{r['official_gflops']:.0f} "
                                                   f"({100 * r['official_gflops'] / peak32:.0f}%)",
-                     "bf16 speedup": r["bf16_speedup"], "bf16 vs official": r["bf16_vs_official"],
                      "bf16 GFLOP/s (% peak)": f"{r['bf16_gflops']:.0f} "
-                                              f"({100 * r['bf16_gflops'] / peak16:.0f}%)",
-                     "bf16 ppl drift": f"{100 * r['bf16_ppl_drift_rel']:+.3f}%"})
-    return lines + markdown_table(view)
+                                              f"({100 * r['bf16_gflops'] / peak16:.0f}%)"})
+    return markdown_tables(view, TABLES)
+
+
+# The columns of table_lines' two tables.
+TABLES = (("Speed and agreement", ["model", "case", "scored tok", "prod tok/s", "official tok/s",
+                                   "speedup", "NLL rel diff", "bf16 speedup", "bf16 vs official",
+                                   "bf16 ppl drift"]),
+          ("FLOP rates (% of the measured matmul peak)",
+           ["model", "case", "FLOP ratio", "prod GFLOP/s (% peak)",
+            "official GFLOP/s (% peak)", "bf16 GFLOP/s (% peak)"]))
+
+
+def rewrite_readme_from_csv(readme: Path) -> Path:
+    """The README's ralm_throughput tables rewritten from ralm_throughput.csv beside it (the
+    lines its measurement wrote around them are kept)."""
+    rows = read_rows(readme.parent / "ralm_throughput.csv")
+    text = readme.read_text(encoding="utf-8")
+    head, sep, rest = text.partition("\n## ralm_throughput\n")
+    if not sep:
+        raise SystemExit(f"{readme} has no ralm_throughput section to rewrite")
+    section, nxt, tail = rest.partition("\n## ")
+    lines = section.split("\n")  # not splitlines: the blank line before the next "## " stays
+    # the tables (and their captions) run from the first one to the targets' table
+    start = next(i for i, ln in enumerate(lines) if ln.startswith(("|", "**")))
+    end = next(i for i, ln in enumerate(lines) if ln.startswith("| target |"))
+    new = table_lines(rows, float(rows[0]["peak_f32_gflops"]), float(rows[0]["peak_bf16_gflops"]))
+    section = "\n".join(lines[:start] + new + [""] + lines[end:])
+    readme.write_text(head + sep + section + (nxt + tail if nxt else "\n"), encoding="utf-8")
+    return readme
 
 
 def run(models: Sequence[str] | None = None, n_tokens: int | None = None,
@@ -281,8 +318,13 @@ def main() -> None:
     ap.add_argument("--models", default="smollm2-135m,gemma3-270m")
     ap.add_argument("--tokens", type=int, default=384)
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--from-csv", type=Path, metavar="README.md",
+                    help="rewrite the page's ralm_throughput tables from the CSV beside it")
     args = ap.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    if args.from_csv:
+        log.info("wrote %s", rewrite_readme_from_csv(args.from_csv))
+        return
     res = run(args.models.split(","), args.tokens, args.repeat)
     for line in res.summary:
         log.info("%s", line)

@@ -8,11 +8,14 @@ then trains the setting's generator and scores its predictions."""
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from ragrepro import shards
 from ragrepro.deferred import Deferred
 from ragrepro.generation import record, summarize
 from ragrepro.metrics import get_metric
@@ -40,7 +43,7 @@ from .resources import (
 )
 from .settings import FilcoSettings, variant_label
 from .silver import Example, Silver, choose_output
-from .tasks import Task
+from .tasks import Task, get_task
 
 log = logging.getLogger(__name__)
 _join = join_passages  # filco/table2.py imports `_join` from here
@@ -121,8 +124,12 @@ def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: Fil
         source = passage_retriever(fc, corpus, retriever)
         train_exs, test_exs = (load_examples(qa, source, fc.k, setup.task.name, fc.passages)
                                for qa in (train, test))
+    # a shard (shard=i/n) evaluates whole batches of the test examples (filter and M_gen
+    # batches of the unsharded run); each shard labels and trains on the whole train set
+    mine = shards.items_of(run, len(test_exs), math.lcm(fc.gen_batch_size, fc.cxmi.batch_size))
     records, extra, sil_train = evaluate(setup, Labeller(setup, cxmi_scorer), train_exs,
-                                         test_exs, run, Budgets(setup, uncapped))
+                                         [test_exs[i] for i in mine], run,
+                                         Budgets(setup, uncapped))
     metrics: dict[str, Any] = _aggregate(records, setup.task, fc.stage == "generate")
     metrics.update(summarize(records))  # gen_<stage>_* and diag_ctx_* rates
     if fc.setting.labels_train:  # Full needs no silver contexts
@@ -130,6 +137,19 @@ def run(run: Run, *, lm: LM, train: QASet, test: QASet, task: str, settings: Fil
     settings_row = {**_settings(setup, train, test, len(train_exs), len(test_exs),
                                 retriever.name, cxmi_scorer.name), **index_row(source)}
     return Result(metrics=metrics, settings=settings_row, extra=extra)
+
+
+def merge_shards(parts: Sequence[shards.Part], samples: list[dict[str, Any]],
+                 out: Path) -> dict[str, Any]:
+    """The run's metrics from its parts' samples (in test order): ragrepro/shards.py. The
+    train-set figures (silver_empty_train) are the same in every part."""
+    first = parts[0].metrics
+    task = get_task(str(parts[0].settings["task"]))
+    metrics: dict[str, Any] = _aggregate(samples, task, parts[0].settings["stage"] == "generate")
+    metrics.update(summarize(samples))
+    if "silver_empty_train" in first:
+        metrics["silver_empty_train"] = first["silver_empty_train"]
+    return metrics
 
 
 def label(setup: Setup, labeller: Labeller, train: Sequence[Example],
@@ -252,3 +272,7 @@ def _aggregate(records: Sequence[dict], task: Task, with_scores: bool) -> dict[s
         m[task.metric] = _mean([r["score"] for r in records])
         m[task.metric_code] = _mean([r["score_code"] for r in records])
     return m
+
+
+# `filco.pipeline.run` runs in shards (shard=i/n, batches of test examples): ragrepro/shards.py
+run = shards.shardable(merge_shards)(run)

@@ -13,9 +13,10 @@ from ragrepro.errors import DataError
 from ragrepro.io import atomic_write_text
 from ragrepro.report.flags import group_flags
 from ragrepro.report.keyed import one_per_cell
+from ragrepro.report.readable import readable_markdown
 from ragrepro.report.runs import experiment_runs
 from ragrepro.report.samples import DEFAULT_STATS, interval_for, paired_for, run_metrics
-from ragrepro.report.stats_cells import ci_text, csv_text, fmt_fixed, markdown_table, paired_text
+from ragrepro.report.stats_cells import ci_text, csv_text, fmt_fixed, paired_text
 
 from .pivot_paper import (
     Grid,
@@ -40,7 +41,7 @@ OUTPUTS = frozenset({"score", "score_code", "context_precision", "input_tokens",
 def with_run_dirs(root: Path, experiment: str) -> list[Row]:
     """The experiment's runs (ragrepro.report.runs) as their recorded CSV text, each with
     `_dir`: its run folder (per-sample records for the CIs)."""
-    return [{**r.text, "_dir": root / experiment / r.run_id}
+    return [{**r.text, "_dir": r.dir or root / experiment / r.run_id}
             for r in experiment_runs(root, experiment)]
 
 
@@ -244,7 +245,8 @@ def write(spec: dict[str, Any], root: Path, prefix: str = "filco") -> Path:
     stats = notes["stats"].format(resamples=DEFAULT_STATS.resamples, seed=DEFAULT_STATS.seed)
     vcells = verdict_cells(spec)
     verdict = f"{verdict_line(vcells)}\n\n" if vcells else ""
-    md = (f"## {spec['title']}\n\n{note}\n\n{stats}\n\n{markdown_table(header, body)}\n\n"
+    table = readable_markdown(header, body, len(spec["row_labels"]))  # <= 10 columns each
+    md = (f"## {spec['title']}\n\n{note}\n\n{stats}\n\n{table}\n\n"
           f"{verdict}{paper_markdown(spec, paper)}\n\nSource: {shown_path(src)}\n")
     out = root / prefix / f"{exp}_table.md"
     atomic_write_text(out, md)

@@ -12,7 +12,15 @@ from typing import Any
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
-from ragrepro.methods import MethodProfile, PlanExtras, Sizing, TrainingBudget, qa_forward_tokens
+from ragrepro.methods import (
+    Decoding,
+    MethodProfile,
+    PlanExtras,
+    Sizing,
+    TrainingBudget,
+    eval_examples,
+    qa_forward_tokens,
+)
 
 
 def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -28,9 +36,33 @@ def sizing(cfg: DictConfig) -> Sizing:
                   int(_sel(cfg, "batch_size") or 1))
 
 
+def filters(cfg: DictConfig) -> bool:
+    """Whether the cell's setting generates filtered contexts with M_ctx (the FilCo setting
+    and its ablations: `filco.setting._target_` names filco.variants.FilCo or a subclass)."""
+    target = str(_sel(cfg, "filco.setting._target_") or "")
+    if not target:
+        return False
+    from filco.variants import FilCo  # deferred: the variants import the pipeline's types
+
+    found = get_object(target)
+    return isinstance(found, type) and issubclass(found, FilCo)
+
+
+def decoding(cfg: DictConfig) -> Decoding:
+    """Greedy generation, `batch_size` examples at a time after k passages and the prompt:
+    the answer (gen_max_new_tokens), and for a filtering setting the filtered context before
+    it (ctx_max_new_tokens; the same examples, counted as more steps of one generation)."""
+    steps = int(_sel(cfg, "filco.gen_max_new_tokens", 0) or 32)
+    if filters(cfg):
+        steps += int(_sel(cfg, "filco.ctx_max_new_tokens", 0) or 0)
+    context = int(_sel(cfg, "filco.k", 0) or 1) * 160 + 64
+    return Decoding(eval_examples(cfg), steps, context, int(_sel(cfg, "batch_size") or 1))
+
+
 def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
-    """The ragrepro plan hook: FilCo adds its sizing (its models are the cell's LM)."""
-    return PlanExtras(sizing=sizing(cfg))
+    """The ragrepro plan hook: FilCo adds its sizing and decoding (its models are the cell's
+    LM)."""
+    return PlanExtras(sizing=sizing(cfg), decoding=decoding(cfg))
 
 
 def training_caps(cfg: DictConfig, budget: TrainingBudget) -> dict[str, object]:

@@ -16,6 +16,11 @@ from .measures import MeasureSpec, Span, candidate_spans, join_spans, select_spa
 
 log = logging.getLogger(__name__)
 
+# Examples labelled together (their CXMI rows scored in one batch sequence). Sharded
+# labelling (filco/silver_shards.py) cuts parts at multiples of it, so every part scores the
+# same batches as one process and writes the same labels.
+SILVER_CHUNK = 16
+
 
 @dataclass(frozen=True)
 class Example:
@@ -67,7 +72,7 @@ def silver_from_spans(spans: Sequence[Span]) -> Silver:
 
 def silver_contexts(examples: Sequence[Example], spec: MeasureSpec,
                     split: Callable[[str], list[str]], scorer: CxmiScorer | None = None,
-                    chunk: int = 16) -> list[Silver]:
+                    chunk: int = SILVER_CHUNK) -> list[Silver]:
     """Silver context of every example. CXMI rows of `chunk` examples are scored together."""
     out: list[Silver] = []
     for start in tqdm(range(0, len(examples), chunk), desc=f"silver {spec.name}", leave=False):

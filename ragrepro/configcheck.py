@@ -29,7 +29,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from . import ladder
 from .errors import ConfigError, did_you_mean
 from .methods import MethodProfile, conf_dirs, registered
-from .paths import CONF_DIR
+from .paths import CONF_DIR, REPO_ROOT
 from .tracking import COSMETIC_KEYS
 from .validate import check_values, dataclass_target
 
@@ -92,7 +92,23 @@ def check_overrides(argv: list[str], conf_dir: Path = CONF_DIR) -> None:
         if not sep or value in ("null", "") or not _is_group(key, dirs):
             continue
         options = sorted({o for d in dirs for o in group_options(key, d)})
-        _check_choices(key, value, options, f"files in conf/{key}/")
+        _check_choices(key, value, options, f"files in {group_folders(key, dirs)}")
+
+
+def shown_folder(path: Path) -> str:
+    """A folder as a message names it: relative to the repository when inside it (conf/...),
+    else as given (a plug-in's conf folder, a --config-dir of one's own)."""
+    try:
+        return f"{path.resolve().relative_to(REPO_ROOT.resolve()).as_posix()}/"
+    except ValueError:
+        return f"{path}/"
+
+
+def group_folders(group: str, dirs: Sequence[Path]) -> str:
+    """The folders that hold a group's options (`conf/model/`, a plug-in's
+    `<its conf>/toy/prompt/`), for the message naming where the choices come from."""
+    found = [shown_folder(d / group) for d in dirs if (d / group).is_dir()]
+    return " and ".join(dict.fromkeys(found)) or f"conf/{group}/"
 
 
 def _check_choices(group: str, value: str, options: Sequence[str], where: str) -> None:

@@ -12,15 +12,22 @@ from each metrics.json, as `tracking.restore_row` does) under a results folder, 
 reader (`ragrepro table`, `samples`, `compare`, the report) finds them as if computed there.
 Bundles live under results/evidence/, which no run writes to, so a committed bundle never
 makes `make reproduce-table1` skip its work.
+
+Readers use a bundle on their own (ragrepro.report.runs): an experiment with no finished run
+folder of its own is read from its bundle, unpacked once into the cache folder
+(`<RAGREPRO_CACHE>/evidence/<digest>/`, keyed by the bundle's bytes), never into results/,
+where a finished folder would make the runner skip the run.
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import io
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +35,7 @@ from typing import Any
 
 from .errors import DataError, RagreproError
 from .io import atomic_write_text
-from .paths import results_dir
+from .paths import REPO_ROOT, cache_dir, results_dir
 from .tracking import Run, append_csv_row, folder_row
 
 log = logging.getLogger(__name__)
@@ -37,13 +44,38 @@ FORMAT = "ragrepro-evidence"
 VERSION = 1
 MAX_FILE_BYTES = 1 << 20
 SKIPPED_DIRS = frozenset({"wandb"})
+SUFFIX = ".jsonl.gz"
+# Marks an unpacked cache folder as whole: a reader killed while unpacking leaves none.
+COMPLETE_FILE = ".complete"
 # RALM's retrieval.json is the official code's format of what retrievals.jsonl records
 # (ralm/lm_eval.py write_official_file): the same documents a second time, 47% of a bundle.
 SKIPPED_FILES = frozenset({"retrieval.json"})
 
 
 def bundle_path(root: Path, experiment: str) -> Path:
-    return root / "evidence" / f"{experiment}.jsonl.gz"
+    return root / "evidence" / f"{experiment}{SUFFIX}"
+
+
+def bundles(root: Path) -> dict[str, Path]:
+    """experiment -> its bundle under root/evidence/ (the file's place names the experiment,
+    as `bundle_path` writes it)."""
+    base = Path(root) / "evidence"
+    if not base.is_dir():
+        return {}
+    return {p.relative_to(base).as_posix()[: -len(SUFFIX)]: p
+            for p in sorted(base.rglob(f"*{SUFFIX}")) if p.is_file()}
+
+
+def shown(path: Path) -> str:
+    """A path as a reader of this checkout types it: relative to the repository (or the
+    current folder) when inside it, so logs and generated text name no machine's layout."""
+    path = Path(path).absolute()
+    for base in (REPO_ROOT, Path.cwd()):
+        try:
+            return path.relative_to(base.absolute()).as_posix()
+        except ValueError:
+            continue
+    return str(path)
 
 
 def finished_run_dirs(root: Path, experiment: str) -> list[Path]:
@@ -139,6 +171,37 @@ def unpack(path: Path, root: Path) -> list[Path]:
             append_csv_row(run.csv_path, folder_row(run, data, metrics_path.stat().st_mtime))
         out.append(run.final_dir)
     return out
+
+
+def unpacked(path: Path, experiment: str, cache: Path | None = None) -> Path:
+    """A results folder holding the bundle's runs (`<it>/<experiment>/<run_id>/` and
+    `<it>/<experiment>.csv`): the bundle unpacked once under `cache` (default: the cache
+    folder's evidence/), in a folder named by a digest of its bytes, so an edited bundle is
+    unpacked afresh and an unchanged one never again. A damaged bundle, or one holding another
+    experiment than its place names, is refused by name."""
+    data = path.read_bytes() if path.is_file() else b""
+    dest = (cache or cache_dir() / "evidence") / hashlib.sha256(data).hexdigest()[:16]
+    done = dest / COMPLETE_FILE
+    if done.is_file() and done.read_text(encoding="utf-8").strip() == experiment:
+        return dest
+    header, _runs = read_bundle(path)  # damage: DataError naming the bundle
+    if header.get("experiment") != experiment:
+        raise DataError(f"{path} holds the runs of {header.get('experiment')!r}, but its place "
+                        f"names {experiment!r}; move it to "
+                        f"evidence/{header.get('experiment')}{SUFFIX} or pack it again.")
+    # Unpacked beside its final place and renamed whole: two readers unpacking at once each
+    # build their own copy, the first rename wins and the other copy is dropped.
+    tmp = dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    unpack(path, tmp)
+    (tmp / COMPLETE_FILE).write_text(f"{experiment}\n", encoding="utf-8")
+    try:
+        os.replace(tmp, dest)
+    except OSError:  # another reader finished first (a non-empty folder is not replaced)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not (dest / COMPLETE_FILE).is_file():
+            raise
+    return dest
 
 
 def _stamp(run_dir: Path) -> None:

@@ -85,6 +85,26 @@ class Sizing:
     batch: int
 
 
+@dataclass(frozen=True)
+class Decoding:
+    """What a cell generates, for the memory-bound decoding time (ragrepro/plan.py): `sequences`
+    prompts of `context` tokens, `batch` at a time, each decoding `steps` tokens over `beam`
+    hypotheses; `kv_passes`: how often a step moves the KV cache (1: attention reads it; a beam
+    that reorders its cache by a gather also reads and writes it: 3)."""
+
+    sequences: int
+    steps: int
+    context: int
+    batch: int = 1
+    beam: int = 1
+    kv_passes: int = 1
+
+    @property
+    def generated_tokens(self) -> int:
+        """Tokens through the model one decoding step at a time (the rest is prefill)."""
+        return self.sequences * self.steps * self.beam
+
+
 @dataclass
 class PlanExtras:
     """What a method's plan hook adds to a cell. `sizing` None: the core's generic estimate
@@ -95,6 +115,7 @@ class PlanExtras:
     indexes: list[IndexPlan] = field(default_factory=list)
     uses_retriever: bool = True  # False: the cell never searches `retriever` (no index for it)
     sizing: Sizing | None = None
+    decoding: Decoding | None = None  # None: the cell generates nothing (scoring only)
 
 
 @dataclass(frozen=True)

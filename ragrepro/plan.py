@@ -14,6 +14,8 @@ never imports a method package and reads none of their settings."""
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import logging
 import math
 import os
@@ -33,15 +35,17 @@ from .methods import (  # the hook records, importable from here as before
     BYTES,
     GB,
     TOKENS_PER_WORD,
+    Decoding,
     IndexPlan,
     MethodProfile,
     ModelPlan,
     PlanExtras,
+    eval_examples,
     generic_sizing,
     profiles_of,
     registered,
 )
-from .models.archs import ARCHS, count_parameters, hub_model, model_dims
+from .models.archs import ARCHS, count_parameters, hub_config, hub_model, model_dims
 from .models.lm import effective_dtype
 from .paths import CONF_DIR
 from .retrieval.dense import encoder_dim
@@ -80,6 +84,124 @@ CPU_INDEX_GFLOPS = 32 * 5.0
 ENCODE_TOKENS_PER_WORD = 1.3  # BERT WordPiece tokens per English Wikipedia word (assumed)
 
 
+# ---- the time model ---------------------------------------------------------------------------
+# Prefill and perplexity scoring are compute-bound: 2 x params FLOPs a token at the device's
+# effective FLOP/s. Decoding is memory-bound: every step reads every weight once for the whole
+# batch x beam, plus the KV cache of every live sequence up to its position, at the device's
+# memory bandwidth; a step takes the longer of that and its own FLOPs (a roofline), so a wide
+# enough batch turns compute-bound again.
+@dataclass(frozen=True)
+class Device:
+    """A device kind as the time model sees it: effective FLOP/s for compute-bound passes,
+    memory bandwidth (bytes/s) for decoding, and where both figures come from."""
+
+    name: str
+    flops: float
+    bandwidth: float
+    source: str
+
+
+# GPUs: datasheet memory bandwidths (named as such), FLOP/s the planner's stated effective
+# TFLOPS (about a third of a dense bf16 peak, what large-model inference reaches).
+DEVICES: dict[str, Device] = {
+    "a100-80gb": Device("NVIDIA A100 80GB SXM", TFLOPS * 1e12, 2.039e12,
+                        "bandwidth: NVIDIA A100 datasheet, 2,039 GB/s HBM2e (80GB SXM)"),
+    "a100-40gb": Device("NVIDIA A100 40GB", TFLOPS * 1e12, 1.555e12,
+                        "bandwidth: NVIDIA A100 datasheet, 1,555 GB/s HBM2 (40GB)"),
+    "h100-sxm": Device("NVIDIA H100 SXM 80GB", TFLOPS * 1e12, 3.35e12,
+                       "bandwidth: NVIDIA H100 datasheet, 3.35 TB/s HBM3 (SXM)"),
+    "h200": Device("NVIDIA H200 141GB", TFLOPS * 1e12, 4.8e12,
+                   "bandwidth: NVIDIA H200 datasheet, 4.8 TB/s HBM3e"),
+}
+DEFAULT_DEVICE = "a100-80gb"
+# This machine's CPU: `python -m benchmarks.memory_bandwidth` (one thread), read from here.
+CPU_FIGURES = Path("results") / "bench" / "memory_bandwidth.csv"
+# Share of the measured matmul rate a transformer forward pass reaches on a CPU: 43-64% in the
+# RALM throughput benchmark (results/bench/README.md, float32 production path); the middle.
+CPU_MATMUL_SHARE = 0.5
+
+
+def cpu_device(rows: Sequence[dict[str, str]], source: str = str(CPU_FIGURES)) -> Device:
+    """The CPU device from memory_bandwidth rows: bandwidth = the `matvec` rate (a decoding
+    step's access pattern: every weight read once), FLOP/s = CPU_MATMUL_SHARE x `matmul`."""
+    rate = {r["kind"]: float(r["rate"]) for r in rows}
+    if "matvec" not in rate or "matmul" not in rate:
+        raise ConfigError(f"{source} has no matvec and matmul rows: run `python -m "
+                          f"benchmarks.memory_bandwidth` on this machine first.")
+    threads = next((r.get("threads") for r in rows if r["kind"] == "matvec"), "?")
+    return Device(f"this CPU ({threads} thread)", CPU_MATMUL_SHARE * rate["matmul"] * 1e9,
+                  rate["matvec"] * 1e9, f"measured: {source} (matvec bandwidth; "
+                  f"{CPU_MATMUL_SHARE:.0%} of the matmul rate)")
+
+
+def device_named(name: str, root: Path | None = None) -> Device:
+    """A device kind by name: a DEVICES key, or `cpu` (this machine's measured figures)."""
+    if name == "cpu":
+        path = (root or Path(__file__).resolve().parents[1]) / CPU_FIGURES
+        if not path.exists():
+            raise ConfigError(f"--device cpu reads {CPU_FIGURES}, which is missing: run "
+                              f"`python -m benchmarks.memory_bandwidth` first.")
+        return cpu_device(list(csv.DictReader(io.StringIO(path.read_text(encoding="utf-8")))))
+    if name not in DEVICES:
+        raise ConfigError(f"Unknown device {name!r}: choose one of "
+                          f"{', '.join([*DEVICES, 'cpu'])}.")
+    return DEVICES[name]
+
+
+def kv_bytes_per_token(layers: int, kv_dim: int, dtype_bytes: int) -> int:
+    """Key and value vectors of one token in every layer: 2 x layers x kv_dim x bytes
+    (kv_dim = key/value heads x head size; the hidden size without grouped-query attention)."""
+    return 2 * layers * kv_dim * dtype_bytes
+
+
+def compute_seconds(params: int, tokens: float, flops: float) -> float:
+    """A compute-bound pass (prefill, perplexity scoring): 2 x params FLOPs per token."""
+    return 2.0 * params * tokens / flops
+
+
+def decode_step_seconds(weight_bytes: float, kv_bytes: float, params: int, sequences: int,
+                        device: Device) -> float:
+    """One decoding step of `sequences` (batch x beam) sequences: the weights read once for
+    all of them plus `kv_bytes` of KV cache, at the bandwidth, or the step's 2 x params x
+    sequences FLOPs, whichever takes longer."""
+    return max((weight_bytes + kv_bytes) / device.bandwidth,
+               2.0 * params * sequences / device.flops)
+
+
+def decode_batch_seconds(weight_bytes: float, kv_per_token: float, params: int,
+                         sequences: int, context: int, steps: int, kv_passes: int,
+                         device: Device) -> float:
+    """`steps` decoding steps of one batch of `sequences` sequences whose KV cache starts at
+    `context` tokens and grows by one a step (step t reads context + t tokens of each)."""
+    return sum(decode_step_seconds(weight_bytes, kv_passes * sequences * (context + t)
+                                   * kv_per_token, params, sequences, device)
+               for t in range(steps))
+
+
+def decode_seconds(d: Decoding, weight_bytes: float, kv_per_token: float, params: int,
+                   device: Device) -> float:
+    """Every batch of a cell's decoding: full batches of d.batch prompts x d.beam hypotheses,
+    and the remainder as one smaller batch."""
+    full, rest = divmod(d.sequences, max(d.batch, 1))
+    one = lambda n: decode_batch_seconds(weight_bytes, kv_per_token, params, n * d.beam,
+                                         d.context, d.steps, d.kv_passes, device)
+    return full * one(d.batch) + (one(rest) if rest else 0.0)
+
+
+def generic_decoding(cfg: DictConfig) -> Decoding:
+    """A cell no method sizes: 32 new tokens after one 160-token passage and a 64-token
+    prompt per example, greedy, `batch_size` at a time (as generic_sizing counts them)."""
+    return Decoding(eval_examples(cfg), 32, 160 + 64,
+                    int(OmegaConf.select(cfg, "batch_size", default=None) or 1))
+
+
+def host_peak_gb(base_gb: float, weight_gb: float, act_gb: float, index_gb: float = 0.0
+                 ) -> float:
+    """Peak resident memory of a CPU run: the process before the model (interpreter, torch,
+    transformers, a JVM for BM25), the weights, the activations and the indexes in RAM."""
+    return base_gb + weight_gb + act_gb + index_gb
+
+
 @dataclass
 class CellPlan:
     cell: str
@@ -92,6 +214,8 @@ class CellPlan:
     forward_tokens: int = 0
     tok_per_s: float = 0.0
     indexes: list[IndexPlan] = field(default_factory=list)
+    generated_tokens: int = 0  # of forward_tokens, decoded one step at a time
+    decode_s: float = 0.0      # their memory-bound time (decode_seconds)
 
     @property
     def total_gb(self) -> float:
@@ -109,8 +233,14 @@ class CellPlan:
         return None if need is None else need <= self.gpus
 
     @property
+    def compute_s(self) -> float:
+        """Prefill and scoring: the tokens not decoded step by step, at tok_per_s."""
+        rest = self.forward_tokens - self.generated_tokens
+        return rest / self.tok_per_s if self.tok_per_s else 0.0
+
+    @property
     def hours(self) -> float:
-        return self.forward_tokens / self.tok_per_s / 3600 if self.tok_per_s else 0.0
+        return (self.compute_s + self.decode_s) / 3600
 
 
 def activation_gb(batch: int, seq: int, hidden: int, layers: int, vocab: int,
@@ -120,6 +250,18 @@ def activation_gb(batch: int, seq: int, hidden: int, layers: int, vocab: int,
     b = BYTES[dtype]
     per_seq = 2 * layers * seq * hidden * b + 4 * seq * hidden * b + seq * vocab * 4
     return batch * per_seq / GB
+
+
+def kv_dim_of(source: str) -> int:
+    """Key/value width of a hub model: key/value heads x head size (the hidden size when the
+    config has no grouped-query attention)."""
+    c = hub_config(source)
+    hidden = getattr(c, "hidden_size", None) or getattr(c, "n_embd", None) or c.d_model
+    heads = getattr(c, "num_attention_heads", None) or getattr(c, "n_head", None) \
+        or getattr(c, "num_heads", None)
+    kv_heads = getattr(c, "num_key_value_heads", None) or heads
+    head_dim = getattr(c, "head_dim", None) or (int(hidden) // int(heads) if heads else hidden)
+    return int(kv_heads) * int(head_dim) if heads else int(hidden)
 
 
 def tokens_per_second(params: int, tflops: float = TFLOPS) -> float:
@@ -180,6 +322,7 @@ def method_extras(cfg: DictConfig, tflops: float = TFLOPS,
         out.indexes += extra.indexes
         out.uses_retriever = out.uses_retriever and extra.uses_retriever
         out.sizing = out.sizing or extra.sizing
+        out.decoding = out.decoding or extra.decoding
     return out
 
 
@@ -296,8 +439,18 @@ def needed_files(cfg: DictConfig) -> list[tuple[str, str, bool]]:
     return out
 
 
+def cell_decoding(cfg: DictConfig, extras: PlanExtras) -> Decoding | None:
+    """What the cell generates: its method's decoding; the generic one (32 new tokens an
+    example) when no method sizes the cell; None for a method's scoring-only cell."""
+    if extras.decoding is not None:
+        return extras.decoding
+    return generic_decoding(cfg) if extras.sizing is None else None
+
+
 def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
-              tok_per_s: float | None = None, tflops: float = TFLOPS) -> CellPlan:
+              tok_per_s: float | None = None, tflops: float = TFLOPS,
+              device: Device | None = None) -> CellPlan:
+    device = device or DEVICES[DEFAULT_DEVICE]
     extras = method_extras(cfg, tflops)
     models = models_of(cfg) + extras.models
     lm = next((m for m in models if m.role == "lm"), None)
@@ -311,17 +464,26 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
     indexes = (dense_index_plans(cfg, tflops) + bm25_index_plans(cfg)
                if extras.uses_retriever else []) + extras.indexes
     disk += sum(i.disk_gb for i in indexes if i.chosen)
-    speed = tok_per_s or (tokens_per_second(lm.params, tflops) if lm else 0.0)
+    speed = tok_per_s or (tokens_per_second(lm.params, device.flops / 1e12) if lm else 0.0)
+    decoding = cell_decoding(cfg, extras) if lm else None
+    generated, decode_s = 0, 0.0
+    if decoding is not None and lm is not None:
+        generated = min(decoding.generated_tokens, size.forward_tokens)
+        kv = kv_bytes_per_token(lm.layers, kv_dim_of(lm.source), BYTES[lm.dtype])
+        decode_s = decode_seconds(decoding, lm.params * BYTES[lm.dtype], kv, lm.params, device)
     return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg) + extras.files,
-                    size.forward_tokens, speed, indexes)
+                    size.forward_tokens, speed, indexes, generated, decode_s)
 
 
 def _num(x: float) -> str:
     return f"{x:,.1f}"
 
 
-def render(plans: list[CellPlan], tok_note: str) -> str:
+def render(plans: list[CellPlan], tok_note: str,
+           device: Device | None = None,
+           profiles: Sequence[MethodProfile] | None = None) -> str:
     """A markdown table, one row per cell, then the files each cell needs."""
+    device = device or DEVICES[DEFAULT_DEVICE]
     head = ("| cell | models (params, dtype) | weights GB | activations GB | total GB | "
             "GPU GB | GPUs needed | fits | disk GB | forward tokens | est. hours |")
     lines = [head, "|" + "---|" * 11]
@@ -333,19 +495,28 @@ def render(plans: list[CellPlan], tok_note: str) -> str:
                      f"{_num(sum(m.weight_gb for m in p.models))} | {_num(p.act_gb)} | "
                      f"{_num(p.total_gb)} | {_num(p.gpu_gb) if p.gpu_gb else '-'} | "
                      f"{p.gpus_needed or '-'} of {p.gpus} | {fits} | {_num(p.disk_gb)} | "
-                     f"{p.forward_tokens:,} | {p.hours:.2f} |")
+                     f"{p.forward_tokens:,} | {p.hours:.2f}{decoding_note(p)} |")
     lines += render_indexes(plans)
     files = sorted({f for p in plans for f in p.files})
     if files:
         lines += ["", "Files: " + "; ".join(f"{w} {path} ({'ok' if ok else 'MISSING'})"
                                             for w, path, ok in files)]
     lines += ["", (f"Assumptions: {USABLE:.0%} of each GPU usable; activations = KV cache + "
-                  f"4 hidden states per layer + float32 logits; {tok_note}; WikiText-103 "
-                  f"{TOKENS_PER_WORD} tokens/word; {untimed_training()}"
+                  f"4 hidden states per layer + float32 logits; {tok_note}; decoding "
+                  f"memory-bound on {device.name}: each step reads the weights once for the "
+                  f"batch x beam plus every sequence's KV cache, at "
+                  f"{device.bandwidth / 1e9:,.0f} GB/s ({device.source}), or takes its "
+                  f"FLOPs if longer; WikiText-103 "
+                  f"{TOKENS_PER_WORD} tokens/word; {untimed_training(profiles)}"
                   f"indexes: FAISS work at that TFLOP/s on a GPU (HNSW on a CPU at "
                   f"{CPU_INDEX_GFLOPS:.0f} GFLOP/s), encoders {ENCODE_TOKENS_PER_WORD} "
                   f"tokens/word (docs/performance.md, index sizing).")]
     return "\n".join(lines)
+
+
+def decoding_note(p: CellPlan) -> str:
+    """' (decoding 1.62)': the memory-bound share of a cell's hours, when it decodes."""
+    return f" (decoding {p.decode_s / 3600:.2f})" if p.decode_s else ""
 
 
 def untimed_training(profiles: Sequence[MethodProfile] | None = None) -> str:
@@ -390,7 +561,7 @@ def check_fits(cfg: DictConfig) -> None:
     if not plan.models:
         return
     need = plan.gpus_needed or 1
-    table = render([plan], "time at the default throughput")
+    table = render([plan], "time at the default throughput", profiles=profiles_of(cfg))
     if not plan.fits:
         have = (f"this machine has no GPU and {gpu_gb:.0f} GB of memory" if where != "GPU"
                 else f"it needs {need} x {gpu_gb:.0f} GB GPUs and {n} are here")
@@ -410,15 +581,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--gpu-mem", type=float, default=None, help="GB per GPU (default: detect)")
     ap.add_argument("--gpus", type=int, default=None, help="GPUs available (default: detect)")
     ap.add_argument("--tok-per-s", type=float, default=None,
-                    help=f"assumed forward tokens/s (default: {TFLOPS:.0f} TFLOP/s per GPU)")
+                    help=f"assumed prefill/scoring tokens/s (default: {TFLOPS:.0f} TFLOP/s per "
+                         f"GPU); decoding stays memory-bound at the device's bandwidth")
+    ap.add_argument("--device", default=DEFAULT_DEVICE,
+                    help=f"device kind of the time model: {', '.join(DEVICES)} (datasheet "
+                         f"bandwidths) or cpu (this machine, measured by "
+                         f"benchmarks.memory_bandwidth); default {DEFAULT_DEVICE}")
     ap.add_argument("overrides", nargs="*", help="experiment=... and other overrides")
     args = ap.parse_args(argv)
     sys.stdout.write(plan_text(args.overrides, args.multirun, args.gpu_mem, args.gpus,
-                               args.tok_per_s) + "\n")
+                               args.tok_per_s, device_named(args.device)) + "\n")
 
 
 def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None,
-              gpus: int | None = None, tok_per_s: float | None = None) -> str:
+              gpus: int | None = None, tok_per_s: float | None = None,
+              device: Device | None = None) -> str:
+    device = device or DEVICES[DEFAULT_DEVICE]
     detected, count = detect_gpus()
     gpu_gb, n = gpu_mem or detected, gpus if gpus is not None else max(count, 1)
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
@@ -428,11 +606,15 @@ def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None
             params = OmegaConf.select(full, "hydra.sweeper.params", default=None)
             cells = sweep_cells(OmegaConf.to_container(params) if params is not None else None)
         # each cell checked as its run would be: a value the run refuses is not planned
-        plans = [plan_cell(compose_cell([*overrides, *c]), " ".join(c), gpu_gb,
-                           n, tok_per_s) for c in cells]
-    note = (f"{tok_per_s:,.0f} tokens/s (given)" if tok_per_s else
-            f"tokens/s = {TFLOPS:.0f} TFLOP/s / (2 x LM params), one GPU's worth "
-            f"(model parallelism with device_map adds memory, not speed)")
+        cfgs = [compose_cell([*overrides, *c]) for c in cells]
+        plans = [plan_cell(cfg, " ".join(c), gpu_gb, n, tok_per_s, device=device)
+                 for cfg, c in zip(cfgs, cells)]
+    # the note names the training of the planned cells' methods only, not of every method
+    planned = [p for p in registered() if any(p in profiles_of(cfg) for cfg in cfgs)]
+    note = (f"prefill and scoring at {tok_per_s:,.0f} tokens/s (given)" if tok_per_s else
+            f"prefill and scoring compute-bound: tokens/s = {device.flops / 1e12:.3g} "
+            f"TFLOP/s / (2 x LM params), one device's worth (model parallelism with "
+            f"device_map adds memory, not speed)")
     source = "given" if gpu_mem else ("detected" if detected else "none detected")
     return f"GPU memory: {_num(gpu_gb) if gpu_gb else '-'} GB x {n} ({source})\n\n" + \
-        render(plans, note)
+        render(plans, note, device, planned)

@@ -15,7 +15,7 @@ from hydra.types import RunMode
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
-from . import faults, runlock
+from . import faults, runlock, shards
 from . import lock as locks
 from .cluster import sweep_group
 from .codeversion import CODE_FILE, announce_reuse, mixed
@@ -26,7 +26,7 @@ from .io import not_writable_error
 from .metadata import git_state, machine, package_versions
 from .models.lm import device_type
 from .paths import results_dir
-from .pipeline import Result, build_pipeline, pipeline_callable
+from .pipeline import Result, build_pipeline, pipeline_callable, pipeline_target
 from .plan import check_fits
 from .retrieval.faiss_index import config_label
 from .run_files import read_metrics
@@ -134,11 +134,10 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
     allow = bool(cfg.get("allow_unlocked", False))
     if run.is_finished() and not cfg.get("overwrite", False):
         return _reuse_finished(run, resolved, code, device, lock, allow)
-    pins = locks.pins_of(resolved)
-    locks.enforce(pins, lock, allow)  # a cached revision other than the lock's: refused here
-    pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
-    if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
-        check_fits(cfg)  # a cell that cannot fit is refused before any download
+    shard = shards.cell_shard(resolved)
+    if shard is not None:  # shard=i/n or shard=merge of this cell (ragrepro/shards.py)
+        return _sharded(cfg, run, resolved, code, device, lock, allow, shard)
+    _check_before_start(cfg, resolved, lock, allow)
     # One writer per run folder (ragrepro/runlock.py): a second copy started meanwhile (a
     # relaunched sweep, a requeued job) skips instead of overwriting the first one's files.
     with runlock.writing(run, runlock.WriterSettings.of(resolved.get("writer"))) as writer:
@@ -147,6 +146,77 @@ def execute(cfg: DictConfig) -> dict[str, Any] | None:
         if run.is_finished() and not cfg.get("overwrite", False):  # it finished meanwhile
             return _reuse_finished(run, resolved, code, device, lock, allow)
         return _compute(cfg, run, resolved, code, device, lock, allow, writer)
+
+
+def _check_before_start(cfg: DictConfig, resolved: dict[str, Any], lock: Any,
+                        allow: bool) -> None:
+    pins = locks.pins_of(resolved)
+    locks.enforce(pins, lock, allow)  # a cached revision other than the lock's: refused here
+    pipeline_callable(cfg)  # a missing or unimportable target is refused before the start
+    if not OmegaConf.select(cfg, "rehearsal.enabled", default=False):
+        check_fits(cfg)  # a cell that cannot fit is refused before any download
+
+
+def _task_overrides() -> list[str]:
+    """The cell's own overrides (what reruns one part of it), when Hydra runs it."""
+    if not HydraConfig.initialized():
+        return []
+    return [str(o) for o in HydraConfig.get().overrides.task]
+
+
+def _sharded(cfg: DictConfig, run: Run, resolved: dict[str, Any], code: dict[str, Any],
+             device: str, lock: Any, allow: bool, shard: str) -> dict[str, Any] | None:
+    """Part i of n of the cell (then the merge when it was the last part), or shard=merge.
+    Returns the merged run's metrics, or None while parts are missing."""
+    merger = shards.merger_of(pipeline_callable(cfg), pipeline_target(cfg))
+    command, writer_cfg = _task_overrides(), resolved.get("writer")
+    if shard == shards.MERGE:
+        return shards.merge_if_complete(run, shards.parts_of_run(run), merger, writer_cfg,
+                                        command, required=True)
+    i, n = shards.parse_shard(shard)
+    part = shards.PartRun(run.experiment, run.run_id, run.root, part=i, parts=n)
+    overwrite = bool(cfg.get("overwrite", False))
+    if part.is_finished() and not overwrite:
+        log.info("%s is already finished: skipping it (set overwrite=true to redo it).",
+                 part.label)
+    else:
+        _check_before_start(cfg, resolved, lock, allow)
+        with runlock.writing(part.lock_run(), runlock.WriterSettings.of(writer_cfg)) as writer:
+            if writer is None:
+                return None  # a live copy computes this part (logged)
+            if overwrite or not part.is_finished():
+                _compute_part(cfg, part, resolved, code, device, lock, allow, command)
+    return shards.merge_if_complete(run, n, merger, writer_cfg, command)
+
+
+def _compute_part(cfg: DictConfig, part: shards.PartRun, resolved: dict[str, Any],
+                  code: dict[str, Any], device: str, lock: Any, allow: bool,
+                  command: list[str]) -> None:
+    """Run the pipeline on the part's units and write its part.json (no row, no W&B run:
+    the merged run has them)."""
+    seed_everything(int(cfg.get("seed", 0)))
+    part.start(overwrite=bool(cfg.get("overwrite", False)), code=code,
+               allow_code_change=bool(cfg.get("allow_code_change", False)))
+    log.info("Run %s -> %s", part.label, part.folder)
+    started = time.time()
+    with locks.active(lock, allow):
+        with part.timed("build"):
+            pipeline = build_pipeline(cfg)
+        result: Result = pipeline(run=part)
+    pins = locks.pins_of(resolved)
+    locks.refuse_moved(pins, lock, allow)
+    settings = {**base_settings(cfg), **provenance_settings(resolved, pins, device),
+                **result.settings}
+    metadata = {**code, "packages": package_versions(), "machine": machine(),
+                "started_at": started, "pins": {p.entry: p.resolved for p in pins},
+                # no W&B run for a part (nor for the merged run); the group it would join
+                "wandb_mode": "disabled", "wandb_url": None,
+                "wandb_group": sweep_group(part.experiment, _sweep_dir(),
+                                           (resolved.get("wandb") or {}).get("group")),
+                **result.extra}
+    shards.write_part(part, target=pipeline_target(cfg), config=resolved,
+                      metrics=result.metrics, settings=settings, metadata=metadata,
+                      command=command)
 
 
 def _compute(cfg: DictConfig, run: Run, resolved: dict[str, Any], code: dict[str, Any],

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import faults
+from . import faults, usage
+from .attest import samples_attestation
 from .codeversion import check_resume
 from .hashing import hash_obj
 from .io import (
@@ -79,6 +80,10 @@ def run_id_of(resolved_cfg: dict[str, Any]) -> str:
     (model, dataset, settings) that are hashed where they live (ragrepro.pipeline). Each
     method profile's `id_view` is applied first (ragrepro.methods.id_view)."""
     kept = {k: v for k, v in id_view(resolved_cfg).items() if k not in COSMETIC_KEYS}
+    # root `shard`: a cell's shard=i/n (or its null default) names a part of this same run
+    # (ragrepro/shards.py); only a pipeline taking it as an argument (encode_shards) hashes it
+    if not (isinstance(kept.get("pipeline"), dict) and "shard" in kept["pipeline"]):
+        kept.pop("shard", None)
     if isinstance(kept.get("pipeline"), dict):
         kept["pipeline"] = {"_target_": kept["pipeline"].get("_target_")}
     return hash_obj(_without_neutral(kept))
@@ -189,13 +194,23 @@ class Run:
             self.timings[stage] = self.timings.get(stage, 0.0) + time.perf_counter() - t0
 
     def write_results(self, config: dict[str, Any], metrics: dict[str, Any],
-                      settings: dict[str, Any], metadata: dict[str, Any]) -> None:
-        """Write config.json and metrics.json into the working folder (not yet committed)."""
+                      settings: dict[str, Any], metadata: dict[str, Any],
+                      record: dict[str, Any] | None = None) -> None:
+        """Write config.json and metrics.json into the working folder (not yet committed).
+
+        The samples are complete here, so metadata gets their attestation (ragrepro.attest,
+        from samples.jsonl as written: what any later reader of the file computes); a run
+        without samples.jsonl records none. `record`: more top-level keys of metrics.json
+        (a rescored run's `rescored_from` and `rescore`, ragrepro.rescore)."""
+        metadata = {**metadata, "usage": usage.peak_usage()}  # peak RSS (ragrepro/usage.py)
+        attested = samples_attestation(self.samples_path)
+        if attested is not None:
+            metadata = {**metadata, "attestation": attested}
         atomic_write_json(self.work_dir / "config.json", scrub_secrets(config))
         atomic_write_json(self.work_dir / "metrics.json", {
             "experiment": self.experiment, "run_id": self.run_id, "metrics": metrics,
             "settings": settings, "metadata": scrub_secrets(metadata),
-            "timings_s": self.timings})
+            "timings_s": self.timings, **(record or {})})
         self._row = csv_row(self, metrics, settings, metadata)
 
     def commit(self) -> Path:
@@ -227,6 +242,11 @@ def _remove(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+# Metadata shown in the row where a run records it: the hash of its per-sample outputs
+# (ragrepro.attest) and, for a rescored run, `experiment/run_id` of its source (ragrepro.rescore).
+ROW_METADATA = ("attestation", "rescored_from")
+
+
 def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
             metadata: dict[str, Any], finished_at: float | None = None) -> dict[str, Any]:
     row: dict[str, Any] = {"run_id": run.run_id, "experiment": run.experiment,
@@ -240,6 +260,9 @@ def csv_row(run: Run, metrics: dict[str, Any], settings: dict[str, Any],
     row["code_id"] = metadata.get("code_id")
     if metadata.get("code_versions_mixed"):
         row["code_versions_mixed"] = metadata["code_versions_mixed"]
+    for key in ROW_METADATA:  # only where recorded: older runs keep their columns
+        if metadata.get(key):
+            row[key] = metadata[key]
     row["wall_s"] = round(sum(run.timings.values()), 3)
     return row
 

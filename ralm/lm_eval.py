@@ -9,6 +9,7 @@ one to retrievals.jsonl; at the end it writes retrieval.json in the official for
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 from collections.abc import Callable, Sequence
@@ -17,11 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from ragrepro import shards
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.generation import summarize
-from ragrepro.io import append_line, read_jsonl_tolerant
+from ragrepro.io import append_line, atomic_write_text, read_json, read_jsonl_tolerant
 from ragrepro.metrics import get_metric
 from ragrepro.metrics.perplexity import count_words
 from ragrepro.pipeline import Result
@@ -101,24 +103,54 @@ def retrieval_logger(path: Path, text_index: int) -> Callable[[dict], None]:
     return log_one
 
 
+# Which windows a run scores: per text, a range of window indices (None: every window).
+Selection = dict[int, range] | None
+_OUTSIDE: dict[str, Any] = {"outside_shard": True}  # a window another shard scores
+
+
+def window_counts(lm: LM, s: RunSettings, encode_doc: Callable[[dict], list[int]],
+                  streams: Sequence[Sequence[int]]) -> list[int]:
+    return [len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams]
+
+
+def shard_selection(run: Run, counts: Sequence[int], batch_windows: int) -> Selection:
+    """The windows of this run's shard: whole blocks of `batch_windows` windows of a text
+    (what the unsharded run scores in one batch, so each part's NLL is the same floats);
+    None when the run is not a shard."""
+    if shards.part_of(run) is None:
+        return None
+    units = shards.spans(counts, batch_windows)
+    return shards.selected(units, shards.items_of(run, len(units)))
+
+
 def evaluate_streams(run: Run, lm: LM, s: RunSettings, source: DocSource | None,
                      encode_doc: Callable[[dict], list[int]], streams: list[list[int]], desc: str,
-                     **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval]]:
-    """Score every window of every stream, resuming the windows (and retrievals) a killed run
-    already wrote; returns the per-window records and the evaluators, per stream."""
+                     only: Selection = None,
+                     **ev_kwargs: Any) -> tuple[list[list[dict]], list[StreamEval | None]]:
+    """Score every window of every stream (or only those of `only`), resuming the windows
+    (and retrievals) a killed run already wrote; returns the per-window records and the
+    evaluators, per stream (no evaluator for a text `only` leaves out)."""
     done, restored = resume_state(run)
     all_records: list[list[dict]] = []
-    evaluators: list[StreamEval] = []
-    total = sum(len(StreamEval(lm, s, None, encode_doc).plan_of(len(st))[0]) for st in streams)
+    evaluators: list[StreamEval | None] = []
+    counts = window_counts(lm, s, encode_doc, streams)
+    total = sum(counts) if only is None else sum(len(r) for r in only.values())
     with tqdm(total=total, desc=desc, unit="win", initial=len(done)) as bar:
         for ti, st in enumerate(streams):
+            if only is not None and ti not in only:
+                all_records.append([])
+                evaluators.append(None)
+                continue
             ev = StreamEval(lm, s, source, encode_doc, bos_id=lm.bos_id,
                             on_window=run.add_sample, text_index=ti,
                             on_retrieval=retrieval_logger(run.path("retrievals.jsonl"), ti),
                             **ev_kwargs)
             mine = {w: d for (t, w), d in done.items() if t == ti}
+            if only is not None:  # the other shards' windows count as done, and are dropped
+                mine.update({w: _OUTSIDE for w in range(counts[ti]) if w not in only[ti]})
             rest = {w: d for (t, w), d in restored.items() if t == ti}
-            all_records.append(ev.run(st, mine, rest, progress=bar))
+            all_records.append([r for r in ev.run(st, mine, rest, progress=bar)
+                                if r is not _OUTSIDE])
             evaluators.append(ev)
     return all_records, evaluators
 
@@ -167,15 +199,20 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
         zs_other = other_zeroshot(scorer_lm, lm, s, doc_encoder(scorer_lm, r.doc_max_tokens,
                                                                   scorer_lm.add_bos))
     encode_doc = doc_encoder(lm, r.doc_max_tokens, s.window_bos)
+    counts = window_counts(lm, s, encode_doc, streams)
+    only = shard_selection(run, counts, r.batch_windows)
     with run.timed("evaluate"):
         all_records, evaluators = evaluate_streams(
-            run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {v.name}",
+            run, lm, s, d.source, encode_doc, streams, f"ralm {lm.name} {v.name}", only,
             predict=predict, zeroshot_other=zs_other,
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
             doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
     with run.timed("write_retrieval_file"):
-        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream)
-    metrics = aggregate(all_records, streams, docs_text, r.word_count, lm.add_bos)
+        write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream, only)
+    metrics = aggregate_windows([x for rs in all_records for x in rs],
+                                text_totals(streams, docs_text, r.word_count, lm.add_bos))
+    if only is not None:  # the merge checks that the parts scored every window once
+        metrics["shard_windows_expected"] = sum(len(w) for w in only.values())
     record_sources(row, d, s.retrieval_file, scorer_info, reranker_info)
     extra = {"retriever_settings": d.retriever_settings, "reranker": reranker_info,
              "scorer_model": scorer_info}
@@ -243,27 +280,88 @@ def aggregate(records: Sequence[Sequence[dict]], streams: Sequence[Sequence[int]
     """Word and token perplexity from the same NLL sum (reference §3.6). Token level divides
     by the number of text tokens (the official dataset_len: token 0 included when it is
     unscored; an added BOS is not a text token)."""
-    nll = float(sum(r["nll_sum"] for rs in records for r in rs))
-    n_scored = int(sum(r["n_scored"] for rs in records for r in rs))
-    n_tokens = int(sum(len(st) - (1 if add_bos and st else 0) for st in streams))
-    n_words = int(sum(count_words(t, word_rule) for t in texts))
-    n_ret = sum(1 for rs in records for r in rs if r.get("doc_rank") is not None)
+    return aggregate_windows([r for rs in records for r in rs],
+                             text_totals(streams, texts, word_rule, add_bos))
+
+
+TOTALS = ("n_tokens", "n_words", "n_texts")  # of the texts, whichever windows are scored
+
+
+def text_totals(streams: Sequence[Sequence[int]], texts: Sequence[str], word_rule: str,
+                add_bos: bool) -> dict[str, int]:
+    return {"n_tokens": int(sum(len(st) - (1 if add_bos and st else 0) for st in streams)),
+            "n_words": int(sum(count_words(t, word_rule) for t in texts)),
+            "n_texts": len(texts)}
+
+
+def aggregate_windows(records: Sequence[dict], totals: dict[str, int]) -> dict[str, Any]:
+    """The metrics of window records in the unsharded order (text, then window): the NLL is
+    summed in that order, so a merged sharded run gives the same float."""
+    nll = float(sum(r["nll_sum"] for r in records))
+    n_scored = int(sum(r["n_scored"] for r in records))
+    n_tokens, n_words = totals["n_tokens"], totals["n_words"]
+    n_ret = sum(1 for r in records if r.get("doc_rank") is not None)
     return {
         "ppl_word": get_metric("ppl_word").aggregate([(nll, n_words)]),
         "ppl_token": get_metric("ppl_token").aggregate([(nll, n_tokens)]),
         "nll_sum": nll, "n_scored_tokens": n_scored, "n_tokens": n_tokens, "n_words": n_words,
-        "n_windows": int(sum(len(rs) for rs in records)), "n_windows_with_doc": int(n_ret),
-        "n_texts": len(texts),
+        "n_windows": len(records), "n_windows_with_doc": int(n_ret),
+        "n_texts": totals["n_texts"],
         # per-window facts (diag_no_document, diag_doc_truncated); windows of a run made
         # before they were recorded add nothing
-        **summarize(r for rs in records for r in rs)}
+        **summarize(records)}
+
+
+def merge_shards(parts: Sequence[shards.Part], samples: list[dict],
+                 out: Path) -> dict[str, Any]:
+    """The run's metrics from its parts' windows (ragrepro/shards.py); retrievals.jsonl
+    keeps each retrieval once, retrieval.json joins the parts' windows per text."""
+    keys = [(r["text"], r["window"]) for r in samples]
+    if any(a >= b for a, b in itertools.pairwise(keys)):
+        raise DataError(f"The parts of {out} hold windows out of order or twice: their "
+                        f"shard=i/n ranges overlap. Delete {out}/ and rerun the parts.")
+    expected = sum(int(p.metrics.get("shard_windows_expected", len(p.samples))) for p in parts)
+    if len(samples) != expected:
+        raise DataError(f"The parts of {out} scored {len(samples)} windows of {expected}: "
+                        f"delete the shards/ parts whose samples are short and rerun them.")
+    totals = {k: parts[0].metrics[k] for k in TOTALS}
+    for p in parts[1:]:
+        if {k: p.metrics[k] for k in TOTALS} != totals:
+            raise DataError(f"Part {p.index} of {out} counts other texts ({p.metrics}) than "
+                            f"part 0 ({totals}): rerun it with the same settings.")
+    rpath = out / "retrievals.jsonl"
+    if rpath.exists():
+        kept = shards.first_by_key(read_jsonl_tolerant(rpath), lambda r: (r["text"], r["window"]))
+        atomic_write_text(rpath, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+    files = [p.folder / "retrieval.json" for p in parts]
+    if all(f.is_file() for f in files):
+        merge_official_files([read_json(f) for f in files], out / "retrieval.json")
+    return aggregate_windows(samples, totals)
+
+
+def merge_official_files(datas: Sequence[Any], path: Path) -> None:
+    """The parts' retrieval.json (each with its own windows), joined per text in order."""
+    joined = all(not d or not isinstance(d[0], list) for d in datas)
+    if joined:
+        off.write_file(path, [[e for d in datas for e in d]], joined=True)
+        return
+    n = max(len(d) for d in datas)
+    off.write_file(path, [[e for d in datas if t < len(d) for e in d[t]] for t in range(n)],
+                   joined=False)
 
 
 def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],
-                        evaluators: Sequence[StreamEval], stream_mode: str) -> None:
+                        evaluators: Sequence[StreamEval | None], stream_mode: str,
+                        only: Selection = None) -> None:
+    """retrieval.json in the official format; a shard writes its own windows only."""
     out = []
-    for st, ev in zip(streams, evaluators):
+    for ti, (st, ev) in enumerate(zip(streams, evaluators)):
+        if ev is None:
+            out.append([])
+            continue
         windows, plan = ev.plan_of(len(st))
+        if only is not None:
+            windows = [w for w in windows if w.index in only[ti]]
         entries = []
         for w in windows:
             ch = ev.choices.get(plan[w.index]) if plan[w.index] is not None else None
@@ -274,3 +372,7 @@ def write_official_file(path: Path, lm: LM, streams: Sequence[Sequence[int]],
                                                      w.end]), query, docs))
         out.append(entries)
     off.write_file(path, out, joined=stream_mode == "joined")
+
+
+# `ralm.lm_eval.run` runs in shards (shard=i/n, blocks of windows): ragrepro/shards.py
+run = shards.shardable(merge_shards)(run)

@@ -19,10 +19,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.errors import ConfigError
 from ragrepro.methods import (
+    Decoding,
     MethodProfile,
     PlanExtras,
     Sizing,
     TrainingBudget,
+    eval_examples,
     eval_tokens,
     qa_forward_tokens,
 )
@@ -61,24 +63,44 @@ def id_view(resolved: dict[str, Any]) -> dict[str, Any]:
     return {**resolved, "ralm": {**node, "rerank": get_object(str(rerank["_target_"])).name}}
 
 
+def lm_forward_tokens(tokens: int, stride: int, max_length: int, passes: int) -> int:
+    """Language modelling: ceil(tokens / stride) windows of max_length tokens, `passes` LM
+    passes each (k when the variant LM-ranks k candidates)."""
+    return math.ceil(tokens / stride) * max_length * passes
+
+
+def is_lm_cell(cfg: DictConfig) -> bool:
+    return bool(_sel(cfg, "ralm.stride")) and _sel(cfg, "dataset.task") == "lm"
+
+
 def sizing(cfg: DictConfig) -> Sizing:
     """Language modelling: ceil(tokens / stride) windows of max_length tokens, times the LM
     passes the rerank variant makes per window (k when it LM-ranks the candidates); QA:
     examples x (num_docs x 160 + 64 + max_new_tokens). A language-modelling cell scores one
     window at a time (batch 1)."""
-    stride = _sel(cfg, "ralm.stride")
-    if stride and _sel(cfg, "dataset.task") == "lm":
-        windows = math.ceil(eval_tokens(cfg) / int(stride))
+    if is_lm_cell(cfg):
         # k as configured: read only by a variant that LM-ranks its candidates
         v = rerank_of(cfg)
         passes = v.candidates(_sel(cfg, "ralm.k", 1)) if v is not None else 1
-        tokens = windows * int(_sel(cfg, "ralm.max_length", 1024)) * passes
+        tokens = lm_forward_tokens(eval_tokens(cfg), int(_sel(cfg, "ralm.stride")),
+                                   int(_sel(cfg, "ralm.max_length", 1024)), passes)
     else:
         tokens = qa_forward_tokens(cfg, int(_sel(cfg, "qa.num_docs", 0) or 1),
                                    int(_sel(cfg, "qa.max_new_tokens", 0) or 32))
     batch = 1 if _sel(cfg, "ralm") is not None else \
         int(_sel(cfg, "qa.batch_size") or _sel(cfg, "batch_size") or 1)
     return Sizing(tokens, int(_sel(cfg, "ralm.max_length") or 2048), batch)
+
+
+def decoding(cfg: DictConfig) -> Decoding | None:
+    """QA generates greedily: examples x qa.max_new_tokens after num_docs passages and the
+    prompt, qa.batch_size at a time; language modelling only scores (None)."""
+    if is_lm_cell(cfg):
+        return None
+    docs = int(_sel(cfg, "qa.num_docs", 0) or 1)
+    batch = int(_sel(cfg, "qa.batch_size") or _sel(cfg, "batch_size") or 1)
+    return Decoding(eval_examples(cfg), int(_sel(cfg, "qa.max_new_tokens", 0) or 32),
+                    docs * 160 + 64, batch)
 
 
 def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
@@ -89,7 +111,7 @@ def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
     if _sel(cfg, "ralm") is not None and _sel(cfg, "dataset.name") == "wikitext-103":
         files.append(("forbidden titles", str(given), given not in (None, "auto", "none")
                       and Path(str(given)).expanduser().exists()))
-    return PlanExtras(files=files, sizing=sizing(cfg))
+    return PlanExtras(files=files, sizing=sizing(cfg), decoding=decoding(cfg))
 
 
 def training_caps(cfg: DictConfig, budget: TrainingBudget) -> dict[str, object]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
+from ragrepro import shards
 from ragrepro.data.records import QARecord
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
@@ -147,10 +148,13 @@ def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
     source, docs, extra_settings = documents(run, records, qa, corpus, retriever)
     budget = lm.context_size - qa.context_margin
     done = {s["qid"]: migrate_sample(s) for s in run.repair_samples()}
-    todo = [i for i, r in enumerate(records) if r.qid not in done]
-    if done:
-        log.info("Resuming: %d of %d questions already done", len(done), len(records))
     bsz = qa.batch_size
+    # a shard (shard=i/n) answers whole batches of the unsharded run: the same generations;
+    # every shard retrieves for all questions so its documents are the unsharded run's
+    mine = shards.items_of(run, len(records), bsz)
+    todo = [i for i in mine if records[i].qid not in done]
+    if done:
+        log.info("Resuming: %d of %d questions already done", len(done), len(mine))
     with run.timed("generate"), tqdm(total=len(todo), desc="qa", unit="q") as bar:
         for b in range(0, len(todo), bsz):
             idx = todo[b:b + bsz]
@@ -159,11 +163,18 @@ def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
                 run.add_sample(sample)
                 done[sample["qid"]] = sample
             bar.update(len(idx))
-    samples = [done[r.qid] for r in records]
+    samples = [done[records[i].qid] for i in mine]
     row = {**qa.row(doc_source=source, prompt_max_tokens=budget, n_examples=len(records)),
            **extra_settings}
-    return Result(metrics=aggregate(samples), settings=row,
+    metrics = aggregate(samples) if samples or shards.part_of(run) is None else {}
+    return Result(metrics=metrics, settings=row,
                   extra={"example_prompt": samples[0].get("prompt") if samples else None})
+
+
+def merge_shards(parts: Sequence[shards.Part], samples: list[dict[str, Any]],
+                 out: Any) -> dict[str, Any]:
+    """The run's metrics from its parts' samples (in question order): ragrepro/shards.py."""
+    return aggregate(samples)
 
 
 def answer_batch(lm: LM, records: Sequence[QARecord],
@@ -226,3 +237,7 @@ def aggregate(samples: Sequence[dict[str, Any]]) -> dict[str, Any]:
     # finish reasons, empty predictions, left truncation (gen_answer_*): the row's flags
     out.update(summarize(samples))
     return out
+
+
+# `ralm.qa.run` runs in shards (shard=i/n, whole batches of questions): ragrepro/shards.py
+run = shards.shardable(merge_shards)(run)

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 
 from ragrepro.errors import ConfigError, DataError
+from ragrepro.io import atomic_write_text, locked
 from ragrepro.paths import cache_dir
 
 from .index import FORMAT_VERSION, SuffixIndex, keys_fingerprint, token_dtype
@@ -104,7 +105,7 @@ class TokenWriter:
             os.replace(self.tmp[k], path)
         record = {"sep": self.sep, "dtype": self.dtype.name, "n_tokens": self.n_tokens,
                   "n_keys": self.n_keys, "format": FORMAT_VERSION}
-        (self.folder / TOKENS_MARK).write_text(json.dumps(record, indent=1))
+        atomic_write_text(self.folder / TOKENS_MARK, json.dumps(record, indent=1))
         log.info("Tokenised %d keys into %d tokens (%s)", self.n_keys, self.n_tokens,
                  self.paths["tokens"])
         return record
@@ -193,9 +194,7 @@ def write_plan(folder: Path, record: dict, shard_tokens: int, meta: dict) -> dic
     _, starts, _ = open_arrays(folder, record)
     plan = {**record, "shard_tokens": int(shard_tokens),
             "shards": plan_shards(starts, record["n_tokens"], shard_tokens), "meta": meta}
-    tmp = path.with_name(PLAN + ".tmp")
-    tmp.write_text(json.dumps(plan, indent=1))
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(plan, indent=1))
     return plan
 
 
@@ -207,7 +206,9 @@ def shard_dir(out_dir: Path, shard_no: int) -> Path:
 def build_shard(token_file: Path, shard_no: int, out_dir: Path) -> dict:
     """Sort shard `shard_no` of the plan in out_dir/build.json into
     out_dir/shards/<i>/sa.i32 (skipped when already done); returns its done.json record
-    (tokens, seconds, the process's peak RSS so far)."""
+    (tokens, seconds, the process's peak RSS so far). Two jobs given the same shard (a
+    relaunch, or parts of two different counts) take turns on a lock: the second finds it
+    done."""
     out_dir = Path(out_dir)
     plan = json.loads((out_dir / PLAN).read_text())
     if not 0 <= shard_no < len(plan["shards"]):
@@ -215,24 +216,26 @@ def build_shard(token_file: Path, shard_no: int, out_dir: Path) -> dict:
                           f"choose 0..{len(plan['shards']) - 1}.")
     folder = shard_dir(out_dir, shard_no)
     done = folder / "done.json"
-    if done.exists():
-        log.info("Shard %d already built (%s)", shard_no, folder)
-        return json.loads(done.read_text())
-    first, last = plan["shards"][shard_no][:2]
-    dtype = np.dtype(plan["dtype"])
-    n = last - first + 1
-    text = np.memmap(token_file, dtype=dtype, mode="r", offset=first * dtype.itemsize, shape=(n,))
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / "sa.i32.tmp"
-    t0 = time.perf_counter()
-    sa = np.memmap(tmp, dtype=np.int32, mode="w+", shape=(n,))
-    sort_suffixes(text, plan["sep"], out=sa)
-    sa.flush()
-    del sa
-    os.replace(tmp, folder / "sa.i32")
-    record = {"shard": shard_no, "n_tokens": n, "seconds": time.perf_counter() - t0,
-              "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
-    done.write_text(json.dumps(record, indent=1))
+    with locked(folder / "sa.i32"):
+        if done.exists():
+            log.info("Shard %d already built (%s)", shard_no, folder)
+            return json.loads(done.read_text())
+        first, last = plan["shards"][shard_no][:2]
+        dtype = np.dtype(plan["dtype"])
+        n = last - first + 1
+        text = np.memmap(token_file, dtype=dtype, mode="r", offset=first * dtype.itemsize,
+                         shape=(n,))
+        tmp = folder / "sa.i32.tmp"
+        t0 = time.perf_counter()
+        sa = np.memmap(tmp, dtype=np.int32, mode="w+", shape=(n,))
+        sort_suffixes(text, plan["sep"], out=sa)
+        sa.flush()
+        del sa
+        os.replace(tmp, folder / "sa.i32")
+        record = {"shard": shard_no, "n_tokens": n, "seconds": time.perf_counter() - t0,
+                  "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+        atomic_write_text(done, json.dumps(record, indent=1))
     log.info("Shard %d: %d tokens sorted in %.1f s", shard_no, n, record["seconds"])
     return record
 
@@ -255,10 +258,22 @@ def finish(out_dir: Path) -> dict:
     meta = {**plan["meta"], **{k: plan[k] for k in ("sep", "dtype", "n_tokens", "n_keys",
                                                      "format", "shard_tokens", "shards")},
             "bytes_per_token": bpt}
-    tmp = out_dir / (META + ".tmp")
-    tmp.write_text(json.dumps(meta, indent=1))
-    os.replace(tmp, out_dir / META)
+    atomic_write_text(out_dir / META, json.dumps(meta, indent=1))  # two last jobs: both fine
     return meta
+
+
+def prepare_folder(out_dir: Path, key_texts: Iterable[str], key_doc: Iterable[int],
+                   tokenize: Tokenize, vocab_size: int, shard_tokens: int = MAX_SHARD_TOKENS,
+                   meta: dict | None = None, batch: int = KEY_BATCH) -> dict:
+    """Tokenise (unless done) and plan (unless planned); returns the plan. Jobs started
+    together take turns on a lock: one tokenises, the others then read its files."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with locked(out_dir / "prepare"):
+        mark = out_dir / TOKENS_MARK
+        record = json.loads(mark.read_text()) if mark.exists() else \
+            write_tokens(out_dir, key_texts, key_doc, tokenize, vocab_size, batch)
+        return write_plan(out_dir, record, shard_tokens, meta or {})
 
 
 def build_folder(out_dir: Path, key_texts: Iterable[str], key_doc: Iterable[int],
@@ -266,11 +281,8 @@ def build_folder(out_dir: Path, key_texts: Iterable[str], key_doc: Iterable[int]
                  meta: dict | None = None, batch: int = KEY_BATCH) -> dict:
     """Tokenise (unless done), plan, build every missing shard in this process, finish."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    mark = out_dir / TOKENS_MARK
-    record = json.loads(mark.read_text()) if mark.exists() else \
-        write_tokens(out_dir, key_texts, key_doc, tokenize, vocab_size, batch)
-    plan = write_plan(out_dir, record, shard_tokens, meta or {})
+    plan = prepare_folder(out_dir, key_texts, key_doc, tokenize, vocab_size, shard_tokens,
+                          meta, batch)
     tokens = token_file(out_dir, np.dtype(plan["dtype"]))
     for i in missing_shards(out_dir):
         build_shard(tokens, i, out_dir)
@@ -285,6 +297,11 @@ def open_index(folder: Path) -> SuffixIndex | ShardedIndex:
         raise DataError(f"{folder} is not a finished RICHES index (no {META}); build it "
                         f"(riches.index_build) or delete the folder to rebuild.")
     meta = json.loads((folder / META).read_text())
+    lost = [i for i in range(len(meta["shards"])) if not (shard_dir(folder, i) / "sa.i32").exists()]
+    if lost:
+        raise DataError(f"{folder}: shards {lost} of {len(meta['shards'])} are missing; rebuild "
+                        f"them (experiment=riches/index_shards with the run's settings, or "
+                        f"`python -m riches.index_build {folder} --shard all`).")
     text, starts, docs = open_arrays(folder, meta)
     shards = []
     for i, (first, last, k0, k1) in enumerate(meta["shards"]):
@@ -296,18 +313,25 @@ def open_index(folder: Path) -> SuffixIndex | ShardedIndex:
     return ShardedIndex(shards, meta["n_tokens"], meta)
 
 
+def index_folder(key_texts: Sequence[str], key_doc: Sequence[int], vocab_size: int,
+                 fingerprint_extra: dict, cache_root: Path | None = None) -> tuple[Path, str]:
+    """(folder, fingerprint) of the cached index of these keys under this tokenizer."""
+    if len(key_texts) != len(key_doc):
+        raise ConfigError(f"{len(key_texts)} keys but {len(key_doc)} document ids.")
+    fp = keys_fingerprint(key_texts, key_doc, {**fingerprint_extra, "vocab": vocab_size,
+                                                "format": FORMAT_VERSION})
+    return Path(cache_root or cache_dir() / "riches" / "index") / fp, fp
+
+
 def build_or_load(key_texts: Sequence[str], key_doc: Sequence[int], tokenize: Tokenize,
                   vocab_size: int, fingerprint_extra: dict, cache_root: Path | None = None,
                   shard_tokens: int = MAX_SHARD_TOKENS) -> SuffixIndex | ShardedIndex:
     """Load the cached index for these keys and this tokenizer, or build and cache it (in
     shards of at most `shard_tokens` tokens when the text is longer; an interrupted build
-    resumes). `tokenize(list[str]) -> list[list[int]]` must be the decoding-time key
-    tokenisation; it is called on batches of KEY_BATCH keys."""
-    if len(key_texts) != len(key_doc):
-        raise ConfigError(f"{len(key_texts)} keys but {len(key_doc)} document ids.")
-    fp = keys_fingerprint(key_texts, key_doc, {**fingerprint_extra, "vocab": vocab_size,
-                                                "format": FORMAT_VERSION})
-    folder = Path(cache_root or cache_dir() / "riches" / "index") / fp
+    resumes, and shards built by jobs of experiment=riches/index_shards are used).
+    `tokenize(list[str]) -> list[list[int]]` must be the decoding-time key tokenisation; it
+    is called on batches of KEY_BATCH keys."""
+    folder, fp = index_folder(key_texts, key_doc, vocab_size, fingerprint_extra, cache_root)
     if (folder / META).exists():
         log.info("Loading RICHES index %s", folder)
         return open_index(folder)

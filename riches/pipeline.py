@@ -15,10 +15,17 @@ aggregates are computed from them at the end.
 """
 from __future__ import annotations
 
+import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from ragrepro import shards
 from ragrepro.data.records import QARecord
+from ragrepro.metrics import judging
 from ragrepro.models.lm import LM
 from ragrepro.pipeline import Result
 from ragrepro.retrieval import Corpus, Retriever, index_row
@@ -28,7 +35,8 @@ from .attribution import attribution
 from .baselines import RowMatch, dense_k, run_dense, run_iterative
 from .budgets import check_iterative, check_reader
 from .decoding import run_decoding
-from .inputs import Inputs, prepare
+from .inputs import Inputs
+from .inputs import prepare as prepare_all
 from .records import sample_metrics
 from .settings import RichesSettings
 
@@ -83,6 +91,17 @@ def iterative(run: Run, *, lm: LM, records: Sequence[QARecord], corpus: Corpus,
                    "max_new_tokens_needed": needed})
 
 
+def prepare(run: Run, lm: LM, records: Sequence[QARecord], corpus: Corpus,
+            settings: RichesSettings) -> Inputs:
+    """The inputs of every variant; a shard (shard=i/n) answers its own range of the
+    questions (one at a time, as the unsharded run does) and is merged by `merge_shards`."""
+    inputs = prepare_all(run, lm, records, corpus, settings)
+    if shards.part_of(run) is None:
+        return inputs
+    mine = {inputs.records[i].qid for i in shards.items_of(run, len(inputs.records))}
+    return dataclasses.replace(inputs, todo=[r for r in inputs.todo if r.qid in mine])
+
+
 def _decoded(method: str, run: Run, lm: LM, records: Sequence[QARecord], corpus: Corpus,
              settings: RichesSettings, hops: int | None, uncapped: Uncapped) -> Result:
     inputs = prepare(run, lm, records, corpus, settings)
@@ -98,8 +117,35 @@ def finish(run: Run, method: str, inputs: Inputs, settings: RichesSettings, corp
                            "dataset_hops": hops, **method_settings}
     samples = {r["qid"]: r for r in run.done_samples()}
     ordered = [samples[r.qid] for r in inputs.records if r.qid in samples]
-    metrics = sample_metrics(ordered, decoded_keys=method in ("riches", "no_retrieval"))
+    metrics = sample_metrics(ordered, decoded_keys=method in DECODES_KEYS)
     ais, ais_settings = attribution(run, settings.autoais, inputs.lm, ordered)
     metrics.update(ais)
     row.update(ais_settings)
     return Result(metrics=metrics, settings=row)
+
+
+DECODES_KEYS = ("riches", "no_retrieval")
+MEAN_SCORE = "_mean_score"  # ragrepro.metrics.judging.judge_samples: <result key>_mean_score
+
+
+def merge_shards(parts: Sequence[shards.Part], samples: list[dict[str, Any]],
+                 out: Path) -> dict[str, Any]:
+    """The run's metrics from its parts (ragrepro/shards.py): the means over the merged
+    samples, and AutoAIS recomputed from the merged per-question judgements (autoais.jsonl)
+    as judging.judge_samples computes it."""
+    method = parts[0].settings.get("riches_method")
+    metrics = sample_metrics(samples, decoded_keys=method in DECODES_KEYS)
+    keys = {k[:-len(MEAN_SCORE)] for p in parts for k in p.metrics if k.endswith(MEAN_SCORE)}
+    scores = out / "autoais.jsonl"
+    if keys and scores.is_file():
+        lines = [json.loads(x) for x in scores.read_text(encoding="utf-8").splitlines() if x]
+        for key in sorted(keys):
+            metrics[key] = float(np.mean([x["attributed"] for x in lines])) if lines \
+                else float("nan")
+            metrics[key + MEAN_SCORE] = judging.soft_score(lines)
+    return metrics
+
+
+# every RICHES variant runs in shards (shard=i/n, questions): ragrepro/shards.py
+for _variant in (riches, no_retrieval, dense_reader, iterative):
+    shards.shardable(merge_shards)(_variant)

@@ -15,9 +15,19 @@ import math
 from pathlib import Path
 from typing import Any
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from ragrepro.methods import GB, TOKENS_PER_WORD, IndexPlan, PlanExtras
+from ragrepro.methods import (
+    GB,
+    TOKENS_PER_WORD,
+    Decoding,
+    IndexPlan,
+    PlanExtras,
+    Sizing,
+    eval_examples,
+)
+from ragrepro.paths import CONF_DIR
 from ragrepro.plan import corpus_size, hub_model_plan
 
 from .index import token_dtype
@@ -35,6 +45,16 @@ FACTOID_WIKI_WORDS = 11.2
 SHARD_BUILD_BYTES_PER_TOKEN = 7.9
 SORT_TOKENS_PER_S = 1.0e6
 SA_BYTES = 4  # int32 suffix array entries
+# Decoding sizes. The few-shot prefix is sized from its prompt file's words (at 1.3 tokens a
+# word: the demonstrations' keys, markers and punctuation make it denser than running text);
+# a question adds QUESTION_TOKENS. The beam reorders its KV cache every step
+# (riches/beam.py HFStepModel.step: reorder_cache gathers every layer's keys and values),
+# which reads and writes the cache once more besides attention's read: 3 passes.
+PROMPT_TOKENS_PER_WORD = 1.3
+QUESTION_TOKENS = 32
+BEAM_KV_PASSES = 3
+PASSAGE_TOKENS = 160
+DEMO_KEY_WORDS = 21  # a sentence key (Dense X Retrieval, Table 1: 21 words per sentence)
 
 
 def index_bytes(n_tokens: int, n_keys: int, vocab_size: int) -> int:
@@ -97,6 +117,76 @@ def index_plan(cfg: DictConfig) -> IndexPlan | None:
                      size, size, peak / GB, tokens / SORT_TOKENS_PER_S / 3600, note)
 
 
+def prompt_tokens(cfg: DictConfig) -> int:
+    """The few-shot prefix of the cell's prompt (riches.prompt; auto: multi_hop for a
+    multi-hop dataset), sized from the words of its prompt file."""
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    name = str(sel("riches.prompt", "auto"))
+    if name == "auto":
+        hops = sel("dataset.hops")
+        name = "multi_hop" if (hops and int(hops) > 1) or \
+            sel("dataset.name") in ("hotpotqa", "musique") else "single_hop"
+    path = CONF_DIR / "riches" / "prompts" / f"{name}.yaml"
+    if not path.exists():  # a user's prompt added under another name: the shipped size
+        path = CONF_DIR / "riches" / "prompts" / "single_hop.yaml"
+    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    # each demonstration step copies a key from the corpus, which the file does not hold
+    steps = sum(len(ex.get("steps") or []) for ex in cfg.get("examples") or [])
+    return int((prompt_words(cfg) + steps * DEMO_KEY_WORDS) * PROMPT_TOKENS_PER_WORD)
+
+
+def prompt_words(node: Any) -> int:
+    """Words in every string of a prompt file's values (its comments are not prompt text)."""
+    if isinstance(node, str):
+        return len(node.split())
+    if isinstance(node, dict):
+        return sum(prompt_words(v) for v in node.values())
+    if isinstance(node, list):
+        return sum(prompt_words(v) for v in node)
+    return 0
+
+
+def decode_budget(cfg: DictConfig) -> int:
+    """RICHES's max new tokens: riches.max_new_tokens, else the key type's."""
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    return int(sel("riches.max_new_tokens") or sel("riches.key.max_new_tokens") or 160)
+
+
+def decoding_of(cfg: DictConfig) -> tuple[Sizing, Decoding] | None:
+    """How much a RICHES-package cell computes: RICHES decodes one question at a time with up
+    to `beam_size` live hypotheses for the whole budget (an upper bound: a question stops at
+    its answer line), its no-retrieval ablation with one (the adaptive beam widens only inside
+    keys); the dense reader and the iterative
+    baseline decode greedily after their passages. The shared prefix is prefilled once."""
+    sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
+    method = sel("method")
+    n, prefix = eval_examples(cfg), prompt_tokens(cfg)
+    if method in ("riches", "no_retrieval"):
+        # the adaptive beam (riches/beam.py width_for) widens only inside a key: without the
+        # constraint every hypothesis is free text and proposes one token, so one stays live
+        free = method == "no_retrieval" and bool(sel("riches.adaptive", True))
+        steps, passes = decode_budget(cfg), BEAM_KV_PASSES
+        beam = 1 if free else int(sel("riches.beam_size", 1))
+        context = prefix + QUESTION_TOKENS
+    elif method == "dense_reader":
+        k = sel("riches.dense.k", "auto")
+        docs = int(sel("riches.dense.k_default", 1)) if k == "auto" else int(k)
+        steps, beam, passes = int(sel("riches.reader_max_new_tokens", 32)), 1, 1
+        context = prefix + QUESTION_TOKENS + docs * PASSAGE_TOKENS
+    elif method == "iterative":
+        steps = int(sel("riches.iterative.max_steps", 4)) * \
+            int(sel("riches.iterative.max_new_tokens", 64))
+        beam, passes = 1, 1
+        context = prefix + QUESTION_TOKENS + int(sel("riches.iterative.max_steps", 4)) \
+            * PASSAGE_TOKENS
+    else:
+        return None
+    decoding = Decoding(n, steps, context, batch=1, beam=beam, kv_passes=passes)
+    # prefill: the shared prefix once, then each question's own tokens (and passages)
+    tokens = prefix + n * (context - prefix) + decoding.generated_tokens
+    return Sizing(tokens, context + steps, beam), decoding
+
+
 def plan_extras(cfg: DictConfig, tflops: float) -> PlanExtras:
     """The ragrepro plan hook: RICHES's judge model, Factoid-Wiki files and key index."""
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
@@ -113,4 +203,7 @@ def plan_extras(cfg: DictConfig, tflops: float) -> PlanExtras:
     out.indexes += [index] if index else []
     # RICHES itself and the no-retrieval baseline never search the cell's retriever
     out.uses_retriever = sel("method") not in ("riches", "no_retrieval")
+    sized = decoding_of(cfg)
+    if sized is not None:
+        out.sizing, out.decoding = sized
     return out

@@ -129,7 +129,13 @@ def _pct(x: float) -> str:
     return "n/a" if math.isnan(x) else f"{100 * x:.1f}"
 
 
+def _who(r: dict[str, Any]) -> str:
+    return f"| {r['judge']} | {r['dtype'] or '-'} | {r['threshold'] or '-'} | "
+
+
 def to_markdown(rows: Sequence[dict[str, Any]], n_items: int) -> str:
+    """Two readable tables (ragrepro.report.readable): the judges' accuracy, then their
+    accuracy per item kind; every number is also in judge_eval.csv."""
     head = ["# Offline attribution judges on the hand-checked set", "",
             f"{n_items} items (ragrepro/data/embedded/attribution_judge.jsonl; half attributable; "
             "negatives: " + ", ".join(NEGATIVE_KINDS) + "). Each judge is RICHES' "
@@ -141,18 +147,22 @@ def to_markdown(rows: Sequence[dict[str, Any]], n_items: int) -> str:
             "(judge_eval.csv has the fold thresholds and the all-items threshold). Accuracy "
             "with its 95% percentile-bootstrap CI over items; precision/recall of "
             "\"attributable\"; AUC: how well P(yes) ranks attributable above non-attributable "
-            "items (0.5 = chance); accuracy per item kind. Made by `make judge-eval`.", "",
-            "| judge | dtype | threshold | n | accuracy [95% CI] | precision | recall | "
-            f"said yes | AUC | {SUPPORTED} | " + " | ".join(NEGATIVE_KINDS) + " | s/item |",
-            "|---" * (11 + len(NEGATIVE_KINDS)) + "|"]
+            "items (0.5 = chance); accuracy per item kind in the second table. Made by "
+            "`make judge-eval`.", "",
+            ("| judge | dtype | threshold | n | accuracy [95% CI] | precision | recall | "
+             "said yes | AUC | s/item |"), "|---" * 10 + "|"]
     for r in rows:
-        kinds = " | ".join(_pct(r[f"acc_{k}"]) for k in NEGATIVE_KINDS)
-        head.append(f"| {r['judge']} | {r['dtype'] or '-'} | {r['threshold'] or '-'} | {r['n']} | "
-                    f"{_pct(r['accuracy'])} "
+        head.append(_who(r) + f"{r['n']} | {_pct(r['accuracy'])} "
                     f"[{_pct(r['accuracy_ci_low'])}, {_pct(r['accuracy_ci_high'])}] | "
                     f"{_pct(r['precision'])} | {_pct(r['recall'])} | {r['said_yes']} | "
-                    f"{r['roc_auc']:.3f} | "
-                    f"{_pct(r[f'acc_{SUPPORTED}'])} | {kinds} | {r['seconds_per_item']} |")
+                    f"{r['roc_auc']:.3f} | {r['seconds_per_item']} |")
+    kinds = [SUPPORTED, *NEGATIVE_KINDS]
+    head += ["", "## Accuracy per item kind", "",
+             ("Share of each kind's items the judge decides correctly (%): `supported` items "
+              "are attributable, the others are not."), "",
+             "| judge | dtype | threshold | " + " | ".join(kinds) + " |",
+             "|---" * (3 + len(kinds)) + "|"]
+    head += [_who(r) + " | ".join(_pct(r[f"acc_{k}"]) for k in kinds) + " |" for r in rows]
     return "\n".join(head) + "\n"
 
 

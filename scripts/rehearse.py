@@ -1,6 +1,8 @@
-"""`make rehearse`: every swept cell of every conf/experiment/*/paper/ config in rehearsal
-mode (stand-in models, fixture data), in this one process, then every paper table from those
-rows. Writes results/rehearsal/summary.csv and summary.md; exits 1 if any cell failed.
+"""`make rehearse`: every swept cell of every paper config (conf/experiment/*/paper/ and the
+experiment/*/paper/ folder of every registered method's conf folder, a plug-in's included) in
+rehearsal mode (stand-in models, fixture data), in this one process, then every paper table
+and each rehearsed experiment's own results table from those rows. Writes
+results/rehearsal/summary.csv and summary.md; exits 1 if any cell or table failed.
 
     python -m scripts.rehearse [--only ralm/paper/fig4 ...] [--limit 2] [--max-cells N]
 
@@ -18,13 +20,14 @@ import re
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
+from ragrepro.methods import conf_dirs
 from ragrepro.paths import CONF_DIR, results_dir
 from ragrepro.rehearsal.cells import (
     CellResult,
@@ -42,9 +45,13 @@ from ragrepro.rehearsal.cells import (
 log = logging.getLogger("rehearse")
 
 
-def paper_experiments(conf_dir: Path = CONF_DIR) -> list[str]:
-    base = conf_dir / "experiment"
-    return sorted(str(p.relative_to(base).with_suffix("")) for p in base.glob("*/paper/*.yaml"))
+def paper_experiments(folders: Sequence[Path] | None = None) -> list[str]:
+    """Every paper-scale experiment (`<paper>/paper/<table>`) of conf/ and of each registered
+    method's conf folder (its profile's `conf_dir`: a plug-in's paper configs are rehearsed
+    like the core's), each name once; `folders` replaces that list of conf folders."""
+    dirs = [CONF_DIR, *conf_dirs()] if folders is None else list(folders)
+    return sorted({p.relative_to(d / "experiment").with_suffix("").as_posix()
+                   for d in dirs for p in (d / "experiment").glob("*/paper/*.yaml")})
 
 
 def run_cell(experiment: str, cell: list[str], extra: list[str]) -> CellResult:
@@ -109,6 +116,42 @@ def build_tables(root: Path) -> None:
         log.info("Rehearsal table %s -> %s", built.name, built.paths["md"])
 
 
+def results_table_of(experiment: str) -> str | None:
+    """The results spec (the `results:` part of a table spec) that tabulates `experiment`:
+    one that lists it, else the one of its mini-scale name (<paper>/paper/<table> ->
+    <paper>/<table>, whose spec a paper-scale run shares); None when no spec has one."""
+    from ragrepro.errors import ConfigError
+    from ragrepro.report.result_specs import spec_for_experiment
+
+    for name in dict.fromkeys([experiment, experiment.replace("/paper/", "/", 1)]):
+        try:
+            return str(spec_for_experiment(name)["name"])
+        except ConfigError:
+            continue
+    return None
+
+
+def build_results_tables(root: Path, experiments: Sequence[str]) -> list[CellResult]:
+    """Each rehearsed experiment's own results table (`ragrepro table <spec> --experiment
+    <experiment> --paper-scale`, its method's layout), written next to its rehearsal rows;
+    a table that fails is a failed row of the summary, as a failed cell is."""
+    from ragrepro.report.results_tables import build
+
+    failed = []
+    for exp in experiments:
+        name = results_table_of(exp)
+        if name is None:
+            continue
+        try:
+            for path in build(name, root, experiment=exp, paper_scale="/paper/" in exp):
+                log.info("Rehearsal results table %s (%s) -> %s", name, exp, path)
+        except Exception as e:  # noqa: BLE001 - a table failure is a failed rehearsal too
+            log.error("FAILED results table %s of %s\n%s", name, exp, traceback.format_exc())
+            failed.append(CellResult("tables", f"results {name} ({exp})", "failed", 0.0,
+                                     first_line(e)))
+    return failed
+
+
 def write_plan_example(out: Path) -> None:
     """The preflight of ralm/paper/fig4 on two stated 80 GB GPUs (docs/rehearsal.md links it)."""
     from ragrepro.plan import plan_text
@@ -142,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         build_tables(out)
     except Exception as e:  # noqa: BLE001 - a table failure is a failed rehearsal too
         results.append(CellResult("tables", "build_all", "failed", 0.0, first_line(e)))
+    # experiments with a finished cell: one whose every cell failed has no rows to tabulate
+    done = list(dict.fromkeys(r.experiment for r in results if r.status == "ok"
+                              and r.experiment != "tables"))
+    results += build_results_tables(out, done)
     write_summary(results, out, time.time() - t0)
     if not args.only:
         write_plan_example(out)

@@ -12,58 +12,22 @@ import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConfigError, did_you_mean
 from ..paths import results_dir
+from .config_diff import IGNORED_PREFIXES, MISSING, differing, flatten
 from .flags import flags_text, has_diagnostics, merged_row
+from .flips import LABELS, FlipItem, Flips, counts_text, fmt_score, item_texts, pair_flips
 from .runs import RunRecord, find_run
 from .samples import DEFAULT_STATS, StatsSettings, interval_for, paired_for
 from .table_stats import zero_mark
 
-if TYPE_CHECKING:
-    from .flips import FlipItem, Flips
-
 log = logging.getLogger(__name__)
-
-# Config keys that never change a number (they are also excluded from the run id).
-IGNORED_PREFIXES = ("wandb.", "hydra.", "overwrite", "results_dir", "log_level", "progress")
-MISSING = "(unset)"
-
-
-def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    """{'a': {'b': 1}} -> {'a.b': 1}; lists stay values (shown as JSON)."""
-    if not isinstance(obj, dict):
-        return {prefix: obj} if prefix else {}
-    out: dict[str, Any] = {}
-    for k, v in obj.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, dict) and v:
-            out.update(flatten(v, key))
-        else:
-            out[key] = v
-    return out
-
-
-def differing(dicts: list[dict[str, Any]], ignore: tuple[str, ...] = ()) -> list[tuple[str, list[Any]]]:
-    """Keys whose values are not all equal (a key missing from some dicts differs)."""
-    keys: list[str] = []
-    for d in dicts:
-        keys += [k for k in d if k not in keys]
-    out = []
-    for k in sorted(keys):
-        if any(k.startswith(p) for p in ignore):
-            continue
-        values = [d.get(k, MISSING) for d in dicts]
-        if len({json.dumps(v, sort_keys=True, default=str) for v in values}) > 1:
-            out.append((k, values))
-    return out
-
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))
             or v is None}
-
 
 def side_by_side(dicts: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
     keys: list[str] = []
@@ -71,14 +35,12 @@ def side_by_side(dicts: list[dict[str, Any]]) -> list[tuple[str, list[Any]]]:
         keys += [k for k in d if k not in keys]
     return [(k, [d.get(k, MISSING) for d in dicts]) for k in keys]
 
-
 def _cell(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:.6g}"
     if isinstance(v, (dict, list)):
         return json.dumps(v, default=str)
     return str(v)
-
 
 def text_table(headers: list[str], rows: list[list[str]]) -> str:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
@@ -88,7 +50,6 @@ def text_table(headers: list[str], rows: list[list[str]]) -> str:
     out += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
     return "\n".join(out)
 
-
 @dataclass(frozen=True)
 class FlipOptions:
     """`--flips`: the metric (None: the runs' per-sample score, else their perplexity), how
@@ -97,7 +58,6 @@ class FlipOptions:
     metric: str | None = None
     limit: int | None = 10
     width: int = 40
-
 
 def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS,
                  flips: FlipOptions | None = None) -> str:
@@ -119,7 +79,6 @@ def compare_runs(runs: list[RunRecord], st: StatsSettings = DEFAULT_STATS,
         parts += ["", *flips_block(runs, st, flips)]
     return "\n".join(parts) + "\n"
 
-
 def flags_block(runs: list[RunRecord]) -> list[str]:
     """Each run's flags (ragrepro.report.flags) when any run records diagnostics; nothing
     for runs made before them, so their comparison reads as it did."""
@@ -131,7 +90,6 @@ def flags_block(runs: list[RunRecord]) -> list[str]:
     return ["Flags (conf/report/flags.yaml; docs/report.md#flags):",
             *[f"  [{i + 1}] {c}" for i, c in enumerate(cells)], ""]
 
-
 def _with_ci(run: RunRecord, metric: str, value: Any, st: StatsSettings) -> str:
     """The value, and its 95% CI and n when the run's per-sample records give them."""
     iv = interval_for(run.dir, run.metrics or {}, metric, st) if isinstance(value, float) \
@@ -139,7 +97,6 @@ def _with_ci(run: RunRecord, metric: str, value: Any, st: StatsSettings) -> str:
     if iv is None:
         return _cell(value)
     return f"{_cell(value)} [{iv.low:.4g}, {iv.high:.4g}] n={iv.n}"
-
 
 def _paired_cell(base: RunRecord, run: RunRecord, metric: str, st: StatsSettings) -> str:
     test, why = paired_for(run.dir, run.metrics or {}, base.dir, base.metrics or {}, metric,
@@ -149,14 +106,12 @@ def _paired_cell(base: RunRecord, run: RunRecord, metric: str, st: StatsSettings
     return paired_cell_text(test.estimate, test.low, test.high, test.p_value,
                             test.includes_zero)
 
-
 def paired_cell_text(estimate: float, low: float, high: float, p_value: float,
                      includes_zero: bool) -> str:
     """'+0.09 [-0.16, +0.37] p=0.578 ≈0 (CI includes 0)': a paired difference as compare
     prints it (the dashboard's flips view prints the same text)."""
     mark = "≈0 (CI includes 0)" if includes_zero else zero_mark(False, p_value).strip()
     return f"{estimate:+.4g} [{low:+.4g}, {high:+.4g}] p={p_value:.3g} {mark}"
-
 
 def metrics_block(runs: list[RunRecord], heads: list[str], st: StatsSettings) -> list[str]:
     """Metrics side by side with n and 95% CI, then each run paired against run [1]."""
@@ -176,12 +131,9 @@ def metrics_block(runs: list[RunRecord], heads: list[str], st: StatsSettings) ->
                if paired else "  (no metric has per-sample records in both runs)")
     return out
 
-
 def flips_block(runs: list[RunRecord], st: StatsSettings, opt: FlipOptions) -> list[str]:
     """Each run against [1]: the counts of changed outcomes beside the paired test on the same
     metric, then the changed questions (or blocks) with both sides' outputs."""
-    # imported here: flips reads sample_view, which imports keyed, which imports this module
-    from .flips import LABELS, counts_text, pair_flips
 
     out = ["Per-sample flips against [1] (docs/report.md#per-sample-flips):"]
     for j, run in enumerate(runs[1:], start=2):
@@ -204,14 +156,11 @@ def flips_block(runs: list[RunRecord], st: StatsSettings, opt: FlipOptions) -> l
         out.append("")
     return out
 
-
 def _indent(text: str, pad: str = "    ") -> list[str]:
     return [pad + ln for ln in text.splitlines()]
 
-
 def _flip_rows(a: RunRecord, b: RunRecord, f: Flips, items: list[FlipItem], j: int,
                width: int) -> list[str]:
-    from .flips import fmt_score, item_texts  # see flips_block
 
     ta, tb = item_texts(a, f, items, width), item_texts(b, f, items, width)
     if f.kind == "outcome":
@@ -232,7 +181,6 @@ def _flip_rows(a: RunRecord, b: RunRecord, f: Flips, items: list[FlipItem], j: i
                                   window_rows(wa, wb)), "      ")
     return out
 
-
 def window_rows(wa: list[dict[str, str]], wb: list[dict[str, str]]) -> list[list[str]]:
     """One row per window of a block: its query (one run's when only one retrieved, both
     when they differ) and each run's document."""
@@ -245,7 +193,6 @@ def window_rows(wa: list[dict[str, str]], wb: list[dict[str, str]]) -> list[list
             y["query"] if not x["query"] else f"{x['query']} / {y['query']}"
         rows.append([x["window"], q, x["doc"], y["doc"]])
     return rows
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="ragrepro compare",
@@ -279,7 +226,6 @@ def main(argv: list[str] | None = None) -> None:
     if opt is not None and opt.metric is not None:
         check_flip_metric(runs, opt.metric)
     sys.stdout.write(compare_runs(runs, StatsSettings(args.resamples, args.seed), opt))
-
 
 def check_flip_metric(runs: list[RunRecord], metric: str) -> None:
     """A --metric every run records, or a ConfigError listing the ones they share."""

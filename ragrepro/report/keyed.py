@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import DataError
-from .compare import IGNORED_PREFIXES, differing, flatten
+from .config_diff import IGNORED_PREFIXES, differing, flatten
 
 # Per-run outputs and bookkeeping that are not settings.
 NOT_SETTINGS = frozenset({"run_id", "experiment", "finished_at", "wall_s"})

@@ -2,7 +2,11 @@
 method): one row per setting of the spec's `by` columns, read
 from the runner's results/<method>/<table>.csv; each metric with its 95% CI over the run's
 questions; with a `reference`, every other row carries the reference minus the row on the
-same questions (paired CI, permutation p, ≈0 mark). Columns and notes come from the spec."""
+same questions (paired CI, permutation p, ≈0 mark). Columns and notes come from the spec.
+
+The Markdown table is meant for reading: at most ten columns (ragrepro.report.readable),
+settings named by `note_columns` stated in the note. The CSV beside it holds those columns
+and the spec's `csv_also` (metrics, paired tests and settings left out of the Markdown)."""
 from __future__ import annotations
 
 import importlib
@@ -10,17 +14,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import DataError
+from ..errors import ConfigError, DataError
 from ..io import atomic_write_text
 from .flags import flags_column
 from .keyed import one_per_cell
-from .runs import experiment_runs
+from .readable import MAX_COLUMNS, check_columns
+from .runs import experiment_runs, runs_root
 from .samples import DEFAULT_STATS, StatsSettings, run_metrics
 from .stats_cells import ci_text, csv_text, fmt_compact, paired_text
 
 # The spec fields this layout reads (ragrepro.report.result_specs refuses any other).
 FIELDS = frozenset({"title", "by", "metrics", "ci_metrics", "context", "paired", "reference",
-                    "pair_on", "note", "note_columns", "row_hook"})
+                    "pair_on", "note", "note_columns", "row_hook", "csv_also", "one_of"})
+# What `csv_also` may add to the CSV: more metrics, paired tests and setting columns.
+CSV_ALSO_KEYS = ("metrics", "paired", "context")
 Row = dict[str, str]
 RunDir = Callable[[Row], "Path | None"]
 # CSV bookkeeping columns that are neither metrics nor settings.
@@ -41,9 +48,12 @@ def sort_key(v: str) -> tuple[int, float, str]:
 
 
 def _settings_of(spec: dict[str, Any], run_dir: RunDir) -> Callable[[Row], dict]:
+    # every metric of the spec, the CSV's own too, is an outcome, never a setting
+    outcomes = {*spec["metrics"], *((spec.get("csv_also") or {}).get("metrics") or [])}
+
     def settings(r: Row) -> dict:
         recorded = run_metrics(run_dir(r))[1]
-        return recorded or {k: v for k, v in r.items() if k not in spec["metrics"]
+        return recorded or {k: v for k, v in r.items() if k not in outcomes
                             and k not in _BOOKKEEPING}
     return settings
 
@@ -83,10 +93,8 @@ def table_rows(rows: Sequence[Row], spec: dict[str, Any],
     metrics = [m for m in spec["metrics"] if any(r.get(m) not in (None, "") for r in kept)]
     context = [c for c in spec["context"] if c not in by]
     paired = [m for m in spec.get("paired") or [] if m in metrics]
-    label = (spec.get("reference") or {}).get("label", "")
     flags = flags_column(kept)  # None: no row records diagnostics, no column
-    header = (by + metrics + [f"{label} − row: {m}" for m in paired]
-              + (["flags"] if flags is not None else []) + context)
+    header = header_of(spec, metrics, flags is not None)
     body = [[_cell(r, c, spec, run_dir) for c in by + metrics]
             + [paired_vs_reference(r, kept, m, spec, run_dir) for m in paired]
             + ([flags[i]] if flags is not None else [])
@@ -94,17 +102,56 @@ def table_rows(rows: Sequence[Row], spec: dict[str, Any],
     return header, body
 
 
+def header_of(spec: dict[str, Any], metrics: Sequence[str], flags: bool) -> list[str]:
+    """The table's columns: `by`, the metrics present, the paired tests, flags, context."""
+    label = (spec.get("reference") or {}).get("label", "")
+    paired = [m for m in spec.get("paired") or [] if m in metrics]
+    return (list(spec["by"]) + list(metrics) + [f"{label} − row: {m}" for m in paired]
+            + (["flags"] if flags else []) + [c for c in spec["context"] if c not in spec["by"]])
+
+
+def widest_header(spec: dict[str, Any]) -> list[str]:
+    """The Markdown columns of the spec when every metric has a value (but one of each
+    `one_of` group: metrics no run records together, e.g. the TRUE AutoAIS and its offline
+    substitute) and a row records diagnostics: what `readable.check_columns` must accept."""
+    later = {m for group in spec.get("one_of") or [] for m in list(group)[1:]}
+    return header_of(spec, [m for m in spec["metrics"] if m not in later], True)
+
+
+def csv_spec(spec: dict[str, Any]) -> dict[str, Any]:
+    """The spec of the CSV beside the Markdown table: its columns, the `note_columns` and
+    everything `csv_also` adds."""
+    also = spec.get("csv_also") or {}
+    unknown = set(also) - set(CSV_ALSO_KEYS)
+    if not isinstance(also, dict) or unknown:
+        raise ConfigError(f"results table {spec['name']}: `csv_also` maps "
+                          f"{'/'.join(CSV_ALSO_KEYS)} to column lists, not {also!r}.")
+
+    def more(key: str, extra: Sequence[str] = ()) -> list[str]:
+        return list(dict.fromkeys([*(spec.get(key) or []), *extra, *(also.get(key) or [])]))
+
+    return {**spec, "metrics": more("metrics"), "paired": more("paired"),
+            "context": more("context", spec.get("note_columns") or [])}
+
+
+def _note_part(col: str, rows: Sequence[Row]) -> str:
+    texts = [fmt_compact(r.get(col, "")) for r in rows]
+    values = sorted(set(texts) - {""}, key=sort_key)
+    if not values:
+        return ""
+    if len(values) > 1:
+        shown = ", ".join(values[:4]) + (f", … ({len(values)} values)" if len(values) > 4 else "")
+        return f"{col} varies by row ({shown})"
+    have = sum(t != "" for t in texts)
+    return f"{col} = {values[0]}" + ("" if have == len(texts) else
+                                      f" ({have} of {len(texts)} rows; the others have none)")
+
+
 def shared_settings_note(rows: Sequence[Row], columns: Sequence[str]) -> str:
     """A sentence stating settings the table leaves out to stay readable (`note_columns`):
-    the value when every row shares it, else that it varies, so a reader never has to guess
-    what a hidden column held."""
-    parts = []
-    for col in columns:
-        values = sorted({fmt_compact(r.get(col, "")) for r in rows} - {""})
-        if len(values) == 1:
-            parts.append(f"{col} = {values[0]}")
-        elif values:
-            parts.append(f"{col} varies by row ({len(values)} values)")
+    the value when every row shares it (and on how many rows, when some have none), else the
+    values it takes, so a reader never has to guess what a hidden column held."""
+    parts = [p for p in (_note_part(col, rows) for col in columns) if p]
     return ("Settings not shown as columns (all in the CSV): " + "; ".join(parts) + ".") \
         if parts else ""
 
@@ -128,28 +175,42 @@ def _hook(spec: dict[str, Any]) -> Callable[[Row, Path], Row]:
 
 
 def write(spec: dict[str, Any], results: Path) -> tuple[Path, Path]:
-    """results/<name>_table.md and .csv from results/<name>.csv and its run folders."""
+    """results/<name>_table.md and .csv from results/<name>.csv and its run folders (or, on
+    a clone without them, from the committed bundle: ragrepro.report.runs.runs_root)."""
     name = spec["name"]
-    src = results / f"{name}.csv"
+    source = runs_root(results, name)  # results/, or the committed bundle unpacked
+    src = source / f"{name}.csv"
     if not src.exists():
         raise DataError(f"{src} does not exist: run `ragrepro -m experiment={name}` first.")
-    runs = results / name
+    runs = source / name
     hook = _hook(spec)
-    rows = [hook(dict(r.text), runs) for r in experiment_runs(results, name)]
-    header, body = table_rows(rows, spec, lambda r: runs / str(r.get("run_id")))
+    rows = [hook(dict(r.text), runs) for r in experiment_runs(source, name)]
+
+    def run_dir(r: Row) -> Path:
+        return runs / str(r.get("run_id"))
+
+    header, body = table_rows(rows, spec, run_dir)
+    check_columns(header, f"results table {name} (its spec: conf/report/tables/)", MAX_COLUMNS)
     note = spec.get("note", "").format(resamples=DEFAULT_STATS.resamples,
                                        seed=DEFAULT_STATS.seed)
-    shared = shared_settings_note(rows, spec.get("note_columns") or [])
+    hidden = [c for c in spec.get("note_columns") or [] if c not in header]
+    shared = shared_settings_note(rows, hidden)
     note = " ".join(p for p in (note, shared) if p)
     md = results / f"{name}_table.md"
     out_csv = results / f"{name}_table.csv"
     title = spec["title"].format(table=name.split("/")[-1])
     atomic_write_text(md, to_markdown(title, header, body, note))
-    atomic_write_text(out_csv, csv_text(header, body))
+    atomic_write_text(out_csv, csv_text(*table_rows(rows, csv_spec(spec), run_dir)))
     return md, out_csv
 
 
-def write_layout(spec: dict[str, Any], root: Path, _experiment: str, _st: StatsSettings,
-                 _paper_scale: bool) -> list[Path]:
-    """The layout entry point (ragrepro.report.results_tables): the spec's own experiment."""
-    return list(write(spec, root))
+def write_layout(spec: dict[str, Any], root: Path, experiment: str, _st: StatsSettings,
+                 paper_scale: bool) -> list[Path]:
+    """The layout entry point (ragrepro.report.results_tables): the runs of `experiment`
+    (the spec's name unless `--experiment` names another), with `--paper-scale` those of its
+    paper-scale config <paper>/paper/<table>, the name a paper config gives its rows."""
+    name = experiment or spec["name"]
+    if paper_scale and "/paper/" not in f"/{name}":
+        head, _, tail = name.partition("/")
+        name = f"{head}/paper/{tail}"
+    return list(write({**spec, "name": name}, root))

@@ -5,7 +5,14 @@ folder the index lacks (a CSV deleted by hand). A runner's index is checked agai
 folders first (ragrepro.results_check.validated_rows): a row that differs from its folder's
 metrics.json is rewritten from it, a row without a finished folder is dropped, each with a
 warning; a damaged run file or CSV stops the read with a DataError naming it. `RunRecord.text`
-keeps the index row as written (strings), for the layouts that format the recorded text."""
+keeps the index row as written (strings), for the layouts that format the recorded text.
+
+Committed evidence (ragrepro.evidence): an experiment without a finished run folder of its
+own, whose bundle results/evidence/<experiment>.jsonl.gz exists (a fresh clone), is read
+from the bundle, unpacked into the cache folder; `RunRecord.dir` then points there. Local
+runs always win: one finished folder of the experiment and its bundle is not read. Every
+reader (tables, `samples`, `compare`, the report and dashboard) gets this through
+`experiment_runs`, `load_runs` and `runs_root`."""
 from __future__ import annotations
 
 import logging
@@ -14,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import evidence
 from ..errors import ConfigError
 from ..results_check import validated_rows
 from ..run_files import read_metrics, read_run_json
@@ -21,7 +29,7 @@ from ..run_files import read_metrics, read_run_json
 log = logging.getLogger(__name__)
 
 # Folders under results/ that hold derived output, never runs.
-DERIVED_DIRS = ("report",)
+DERIVED_DIRS = ("report", "evidence")
 # Columns every runner row has (tracking.csv_row); a CSV without them is derived output
 # (a table builder's summary such as results/ralm/table1_summary.csv), never a list of runs.
 RUN_CSV_COLUMNS = frozenset({"run_id", "experiment", "finished_at"})
@@ -181,11 +189,42 @@ def _recorded_text(rec: RunRecord) -> dict[str, str]:
     return {k: "" if v is None else str(v) for k, v in values.items()}
 
 
+def has_local_runs(root: Path, experiment: str) -> bool:
+    """Whether the experiment has a finished run folder under root (never tmp_)."""
+    return bool(evidence.finished_run_dirs(Path(root), experiment))
+
+
+def _from_bundle(bundle: Path, experiment: str) -> Path:
+    """The unpacked bundle's results folder, announced with where the runs come from."""
+    source = evidence.unpacked(bundle, experiment)
+    n = len(evidence.finished_run_dirs(source, experiment))
+    log.info("read %d runs from %s (committed evidence; no local runs)", n,
+             evidence.shown(bundle))
+    return source
+
+
+def runs_root(root: Path, experiment: str) -> Path:
+    """The results folder the experiment's runs are read from: root itself when it holds a
+    finished run of the experiment (or no bundle of it), else its committed evidence bundle
+    unpacked into the cache. Table layouts read the run folders (and CSV) under it and write
+    their tables under root."""
+    root = Path(root)
+    bundle = evidence.bundle_path(root, experiment)
+    if has_local_runs(root, experiment) or not bundle.is_file():
+        return root
+    return _from_bundle(bundle, experiment)
+
+
 def experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
     """The runs of one experiment: its index rows in file order, then its finished folders
     the index lacks (by run id). The folder is the source of the values: where it records a
     column of the index row (a setting or a scalar metric), its value replaces the row's copy
-    in `text`; the index keeps its bookkeeping columns and says which columns there are."""
+    in `text`; the index keeps its bookkeeping columns and says which columns there are.
+    Without a finished folder under root, the runs of its committed bundle (`runs_root`)."""
+    return _local_experiment_runs(runs_root(root, experiment), experiment)
+
+
+def _local_experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
     root = Path(root)
     raws, checked = validated_rows(root, experiment)  # the index against the folders
     runs = [r for r in (_index_record(raw, experiment, root) for raw in raws)
@@ -205,10 +244,25 @@ def experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
 
 def load_runs(root: Path) -> list[RunRecord]:
     """Every finished run under root, one record per run id (CSV rows plus folders that
-    finished but whose CSV row is missing, e.g. a CSV deleted by hand)."""
+    finished but whose CSV row is missing, e.g. a CSV deleted by hand), plus the runs of each
+    committed bundle under root/evidence/ whose experiment has no finished folder here."""
     root = Path(root)
     if not root.exists():
         return []
+    runs = _local_runs(root)
+    local = {e for e in {e for e, _ in runs} if has_local_runs(root, e)}
+    for experiment, bundle in evidence.bundles(root).items():
+        if experiment in local:
+            continue
+        for key in [k for k in runs if k[0] == experiment]:  # rows without a folder
+            del runs[key]
+        for rec in _local_experiment_runs(_from_bundle(bundle, experiment), experiment):
+            runs[(rec.experiment, rec.run_id)] = rec
+    return sorted(runs.values(), key=lambda r: (r.experiment, str(r.row.get("finished_at") or ""),
+                                                r.run_id))
+
+
+def _local_runs(root: Path) -> dict[tuple[str, str], RunRecord]:
     runs: dict[tuple[str, str], RunRecord] = {}
     for experiment in experiment_csvs(root):
         raws, checked = validated_rows(root, experiment)  # the index against the folders
@@ -220,8 +274,7 @@ def load_runs(root: Path) -> list[RunRecord]:
         rec = _folder_record(mpath, root)
         if rec is not None and (rec.experiment, rec.run_id) not in runs:
             runs[(rec.experiment, rec.run_id)] = rec
-    return sorted(runs.values(), key=lambda r: (r.experiment, str(r.row.get("finished_at") or ""),
-                                                r.run_id))
+    return runs
 
 
 def find_run(root: Path, ref: str) -> RunRecord:

@@ -22,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from .. import attest
 from ..errors import ConfigError, did_you_mean
 from ..generation import FINISH_REASONS
 from ..paths import CONF_DIR, results_dir
@@ -203,8 +204,12 @@ def select_runs(runs: Sequence[RunRecord], experiment: str, run_prefix: str | No
 
 
 def run_header(run: RunRecord, shown: Sequence[str]) -> str:
+    """`== experiment/run_id  settings  attestation=...`: the run's hash of its per-sample
+    outputs (ragrepro.attest; computed from the samples for runs that predate recording it),
+    so two people reading the same run's samples can tell they read the same outputs."""
     s = run_settings(run)
     parts = [f"{k}={s.get(k)}" for k in shown if k in s]
+    parts.append(f"attestation={attest.of_run(run.dir, run.metrics_json).shown()}")
     return f"== {run.experiment}/{run.run_id}  " + " ".join(parts)
 
 

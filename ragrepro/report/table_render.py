@@ -1,11 +1,13 @@
 """Rendering of the config-driven paper tables: the row model (TableRow), Markdown and HTML
-(every number with its 95% CI and n, gains with their paired CI, p-value and ≈0 mark)."""
+(every number with its 95% CI and n, gains with their paired CI, p-value and ≈0 mark). The
+Markdown is readable tables of at most ten columns; the HTML is one wide sortable table."""
 from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from .readable import check_columns, split_columns
 from .runs import is_missing
 from .table_stats import RowStats, fmt_ci, fmt_test
 
@@ -107,17 +109,45 @@ def _describe(spec: dict[str, Any], caption: str, n_runs: int) -> list[str]:
     return lines
 
 
+# The Markdown shows the wide row of `header` as readable tables of at most ten columns
+# (ragrepro.report.readable): the numbers, then what was compared, then the settings shown;
+# each starts with the paper cell and our run, so its rows read on their own. The HTML and the
+# JSON keep the one wide row.
+NUMBERS = ("Paper cell", "Ours [95% CI]", "n", "Flags", "Paper", "Ours − paper",
+           "Verdict vs paper", "Gain vs baseline (ours) [95% CI] p", "Gain vs baseline (paper)",
+           "Run")
+COMPARED = ("Paper cell", "Run", "Our metric", "Paper metric", "Comparability")
+ROW_KEY = ("Paper cell", "Run")
+
+
+def markdown_parts(rows: list[TableRow], show: list[str]) -> list[tuple[list[str], list[list[str]]]]:
+    """(header, body) of each Markdown table: the columns of `header` in three groups, the
+    shown settings split so that every table keeps to ten columns."""
+    flags = with_flags(rows)
+    head = header(show, flags)
+    cells = [dict(zip(head, render_cells(row, show, flags))) for row in rows]
+
+    def part(cols: list[str]) -> tuple[list[str], list[list[str]]]:
+        return cols, [[c[k] for k in cols] for c in cells]
+
+    parts = [part([h for h in NUMBERS if h in head]), part(list(COMPARED))]
+    if show:
+        key = list(ROW_KEY)
+        parts += split_columns(key + list(show), [[c[k] for k in key + list(show)]
+                                                  for c in cells], len(key))
+    for cols, _ in parts:
+        check_columns(cols, "paper table (ragrepro.report.table_render)")
+    return parts
+
+
 def render_markdown(title: str, lines: list[str], rows: list[TableRow], show: list[str]) -> str:
     def esc(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
-    out = [f"# {title}", "", *[f"{ln}  " for ln in lines], ""]
-    flags = with_flags(rows)
-    head = header(show, flags)
-    out.append("| " + " | ".join(head) + " |")
-    out.append("|" + "---|" * len(head))
-    for row in rows:
-        out.append("| " + " | ".join(esc(c) for c in render_cells(row, show, flags)) + " |")
+    out = [f"# {title}", "", *[f"{ln}  " for ln in lines]]
+    for head, body in markdown_parts(rows, show):
+        out += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(esc(c) for c in r) + " |" for r in body]
     return "\n".join(out) + "\n"
 
 

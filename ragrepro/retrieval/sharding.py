@@ -10,7 +10,6 @@ parts, or HNSW; GPU FAISS when installed) and writes it to `index_out`.
 from __future__ import annotations
 
 import logging
-import re
 from pathlib import Path
 
 import numpy as np
@@ -18,25 +17,12 @@ import numpy as np
 from ..deferred import Deferred
 from ..errors import ConfigError
 from ..pipeline import Result
+from ..shards import parse_shard  # one parser for encode parts and cell shards
 from ..tracking import Run
 from .corpus import Corpus, corpus_from_passages
 from .dense import DenseRetriever, part_files  # noqa: F401  (importable here as before)
 
 log = logging.getLogger(__name__)
-_SPEC = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
-
-
-def parse_shard(spec: str) -> tuple[int, int]:
-    """'2/8' -> (2, 8): part 2 of 8, counted from 0."""
-    match = _SPEC.match(str(spec))
-    if match is None:
-        raise ConfigError(f"shard={spec!r}: write it as i/n (part i of n, i from 0 to n-1), "
-                          f"e.g. shard=0/4, or shard=merge to join the parts into one index.")
-    i, n = int(match.group(1)), int(match.group(2))
-    if n < 1 or not 0 <= i < n:
-        raise ConfigError(f"shard={spec!r}: need 0 <= i < n, e.g. shard=0/{max(n, 1)} ... "
-                          f"shard={max(n, 1) - 1}/{max(n, 1)}.")
-    return i, n
 
 
 def dense_retriever(retriever: Deferred, corpus: Corpus, first_passages: int | None,

@@ -5,13 +5,11 @@ table with intervals, with zero edits to the core; and the core names no method'
 from __future__ import annotations
 
 import ast
-import csv
+import importlib.metadata
 import inspect
-import os
+import json
 import re
-import subprocess
 import sys
-import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
 
@@ -22,151 +20,41 @@ from ragrepro.errors import ConfigError
 from ragrepro.methods import MethodProfile, profiles_from, registered
 from ragrepro.metrics import registry
 from ragrepro.paths import REPO_ROOT
+from tests.core.plugin_fixture import ragrepro, rows, write_toy
 
 CORE = REPO_ROOT / "ragrepro"
 # Core files that still name a method, each with why: none since issue 23 (the code id's
 # paths, the rehearsal's fixtures and the plots' split settings come from the profiles).
 KNOWN: dict[str, str] = {}
 
-TOY_PIPELINE = '''
-    """A toy method: answers every other question with its first gold answer."""
-    from __future__ import annotations
 
-    from collections.abc import Sequence
-    from dataclasses import dataclass
-
-    from ragrepro.data.records import QARecord
-    from ragrepro.metrics import get_metric
-    from ragrepro.pipeline import Result
-    from ragrepro.tracking import Run
-
-
-    @dataclass(frozen=True)
-    class ToySettings:
-        guess: str
-        max_new_tokens: int
-        train_steps: int
-
-
-    def run(run: Run, *, records: Sequence[QARecord], settings: ToySettings) -> Result:
-        em = get_metric("em_squad")
-        rows = []
-        for i, rec in enumerate(records):
-            answer = rec.answers[0] if i % 2 == 0 else settings.guess
-            rows.append({"idx": i, "prediction": answer,
-                         "em_squad": em.fn(answer, list(rec.answers))})
-            run.add_sample(rows[-1])
-        return Result(metrics={"em_squad": em.aggregate([r["em_squad"] for r in rows])},
-                      settings={"toy_guess": settings.guess,
-                                "toy_max_new_tokens": settings.max_new_tokens,
-                                "toy_train_steps": settings.train_steps})
-'''
-TOY_PROFILE = '''
-    from pathlib import Path
-
-    from omegaconf import OmegaConf
-
-    from ragrepro.methods import MethodProfile, PlanExtras, Sizing
-
-
-    def plan(cfg, tflops):
-        n = int(OmegaConf.select(cfg, "limit"))
-        new = int(OmegaConf.select(cfg, "toy.max_new_tokens"))
-        return PlanExtras(files=[("toy lexicon", "/nonexistent/toy-lexicon.tsv", False)],
-                          sizing=Sizing(n * (100 + new), 512, 1))
-
-
-    def training_caps(cfg, budget):
-        return {"toy.train_steps": min(int(OmegaConf.select(cfg, "toy.train_steps")),
-                                       budget.steps)}
-
-
-    PROFILE = MethodProfile(
-        name="toy", packages=("toymethod",), config_nodes=("toy",),
-        conf_dir=Path(__file__).resolve().parent.parent / "toyconf",
-        generation_keys=("toy.max_new_tokens",), plan=plan, training_caps=training_caps)
-'''
-TOY_EXPERIMENT = '''
-    # @package _global_
-    defaults:
-      - /toy: base
-      - override /dataset: vital-qa
-      - _self_
-    name: toy/main
-    method: toy
-    limit: 6
-    pipeline:
-      _target_: toymethod.pipeline.run
-      _partial_: true
-      records: ${dataset}
-      settings: ${toy}
-'''
-TOY_SETTINGS = '''
-    _target_: toymethod.pipeline.ToySettings
-    guess: "not an answer"
-    max_new_tokens: 48
-    train_steps: 100
-'''
-TOY_TABLE = '''
-    paper: toy
-    title: "Toy: our runs"
-    experiments: [toy/main]
-    keys:
-      model: {column: model}
-    metric: {columns: [em_squad]}
-    show: [model, dataset, limit, toy_guess]
-'''
-
-
-def write_toy(root: Path) -> None:
-    """The toy's package, its conf folder and its registration, as a separate install would
-    leave them: <root>/toymethod/, <root>/toyconf/, <root>/toymethod-0.1.dist-info/."""
-    files = {
-        "toymethod/__init__.py": "",
-        "toymethod/pipeline.py": TOY_PIPELINE,
-        "toymethod/profile.py": TOY_PROFILE,
-        "toyconf/experiment/toy/main.yaml": TOY_EXPERIMENT,
-        "toyconf/toy/base.yaml": TOY_SETTINGS,
-        "toyconf/report/tables/toy/main.yaml": TOY_TABLE,
-        "toymethod-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: toymethod\n"
-                                            "Version: 0.1\n",
-        "toymethod-0.1.dist-info/entry_points.txt": "[ragrepro.methods]\n"
-                                                    "toy = toymethod.profile:PROFILE\n",
-    }
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
-
-
-def ragrepro(root: Path, *args: str) -> str:
-    """`ragrepro ARGS` in a fresh process that sees the toy only through PYTHONPATH."""
-    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "RAGREPRO_RESULTS": str(root / "results"),
-           "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
-    done = subprocess.run([sys.executable, "-m", "ragrepro", *args], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
-
-def rows(path: Path) -> list[dict[str, str]]:
-    with open(path, encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+def samples_of(results: Path, experiment: str, run_id: str) -> list[dict]:
+    path = results / experiment / run_id / "samples.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 def test_a_fourth_method_in_a_temporary_folder_runs_plans_rehearses_and_tabulates(tmp_path):
     write_toy(tmp_path)
     ragrepro(tmp_path, "experiment=toy/main", "wandb.mode=disabled")
     (run,) = rows(tmp_path / "results" / "toy" / "main.csv")
-    # 6 questions, the even three answered with their gold answer: EM = 3/6
-    assert float(run["em_squad"]) == pytest.approx(0.5)
-    assert (run["method"], run["limit"], run["toy_max_new_tokens"]) == ("toy", "6", "48")
+    # 6 questions; the top BM25 passage holds the gold answer for the first three only
+    assert float(run["passage_has_answer"]) == pytest.approx(0.5)
+    assert (run["method"], run["limit"], run["toy_max_new_tokens"]) == ("toy", "6", "24")
+    assert (run["retriever"], run["corpus"], run["toy_prompt"]) == ("bm25", "toy-facts", "plain")
+    samples = samples_of(tmp_path / "results", "toy/main", run["run_id"])
+    assert [s["passage_has_answer"] for s in samples] == [1.0, 1.0, 1.0, 0.0, 0.0, 0.0]
+    assert "Constantine" in samples[0]["passage"] and "Caelifera" in samples[1]["passage"]
+    # the row's model numbers are its samples' means; its diagnostics their shares
+    assert float(run["em_squad"]) == pytest.approx(sum(s["em_squad"] for s in samples) / 6)
+    cut = sum(s["generation"]["answer"]["finish"] == "length" for s in samples) / 6
+    assert float(run["gen_answer_length"]) == pytest.approx(cut)
 
     plan = ragrepro(tmp_path, "plan", "experiment=toy/main", "--gpu-mem", "80", "--gpus", "1")
     (cell,) = [r for r in plan.splitlines() if r.startswith("| (default) |")]
-    assert cell.split(" | ")[-2] == f"{6 * (100 + 48):,}"  # the toy profile's sizing
+    assert cell.split(" | ")[-2] == f"{6 * (100 + 24):,}"  # the toy profile's sizing
     assert "toy lexicon /nonexistent/toy-lexicon.tsv (MISSING)" in plan
+    # the note names the training of the planned method only, not FilCo's or RALM's
+    assert "training (toy reader) not in the time" in plan and "FilCo" not in plan
 
     ragrepro(tmp_path, "experiment=toy/main", "rehearsal=cpu", "wandb.mode=disabled",
              f"rehearsal.fixtures={tmp_path / 'fixtures'}")
@@ -176,13 +64,18 @@ def test_a_fourth_method_in_a_temporary_folder_runs_plans_rehearses_and_tabulate
     assert rehearsed["limit"] == "2"
 
     table = ragrepro(tmp_path, "table", "toy/main")  # its spec is in the toy's conf folder
-    (line,) = [r for r in table.splitlines() if "| vital-qa | 6 | not an answer |" in r]
-    # EM 50 (x100) over 6 questions with its bootstrap interval: every resampled mean is k/6
-    found = re.search(r"\| (\d+\.\d+) \[(\d+\.\d+), (\d+\.\d+)\] \| 6 \|", line)
-    assert found, line
+    assert any("| smollm2-135m | vital-qa | 6 | plain |" in r for r in table.splitlines())
+    # 50 (x100, the profile's scale) over 6 questions with its bootstrap interval: every
+    # resampled mean is k/6
+    (found,) = [m for m in (re.search(r"\| (\d+\.\d+) \[(\d+\.\d+), (\d+\.\d+)\] \| 6 \|",
+                                      r) for r in table.splitlines()) if m]
     ours, low, high = (float(x) for x in found.groups())
     assert ours == 50.0 and 0 <= low < ours < high <= 100
     assert all(abs(b * 6 / 100 - round(b * 6 / 100)) < 1e-3 for b in (low, high))
+    # ... and its results part, next to the runs, with the diagnostics' flags column
+    md = (tmp_path / "results" / "toy" / "main_table.md").read_text(encoding="utf-8")
+    assert md.startswith("# Toy results (main)") and "| flags |" in md
+    assert "| plain | 0.500 [" in md
 
 
 def test_registry_refuses_what_is_not_a_profile():
@@ -195,8 +88,13 @@ def test_registry_refuses_what_is_not_a_profile():
         profiles_from([entry("x", "ralm.profile:sizing")])
     with pytest.raises(ConfigError, match="give the entry point the profile's name"):
         profiles_from([entry("x", "ralm.profile:PROFILE")])
-    # the three shipped methods, sorted by name (the order every loop of the core follows)
-    assert [p.name for p in registered()] == ["filco", "ralm", "riches"]
+    # the three shipped methods, registered by this repository's own distribution; any
+    # installed plug-in comes beside them, all sorted by name (every loop of the core's order)
+    shipped = sorted(e.name for e in importlib.metadata.distribution("ragrepro").entry_points
+                     if e.group == "ragrepro.methods")
+    assert shipped == ["filco", "ralm", "riches"]
+    names = [p.name for p in registered()]
+    assert names == sorted(names) and set(shipped) <= set(names)
 
 
 def core_hits(profiles: tuple[MethodProfile, ...]) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ from ragrepro.errors import ConfigError
 from ragrepro.paths import REPO_ROOT
 from ragrepro.report import results_tables, run_rows
 from ragrepro.report.result_specs import load_result_spec, result_spec_names
+from ragrepro.report.spec import SPEC_DIR
 from ralm import table1
 from ralm.gain_render import time_line
 from tests.report import table_fixtures as fx
@@ -125,12 +126,17 @@ def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
 
 
 def test_every_results_spec_loads() -> None:
-    names = result_spec_names()
+    """The shipped specs (conf/report/) exactly; every spec on the search path, an installed
+    plug-in's too (tests/core/test_plugin_papercuts.py runs this with one), loads."""
+    shipped = result_spec_names(SPEC_DIR)
     assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
-            "filco/fig6", "riches/main_ladder", "filco/fig4_ladder", "ralm/fig8"} == set(names)
-    assert {load_result_spec(n)["layout"] for n in names} == {"ralm.table1", "runs",
-                                                               "filco.tables"}
+            "filco/fig6", "riches/main_ladder", "filco/fig4_ladder", "ralm/fig8"} == set(shipped)
+    assert {load_result_spec(n)["layout"] for n in shipped} == {"ralm.table1", "runs",
+                                                                 "filco.tables"}
+    everywhere = result_spec_names()
+    assert set(shipped) <= set(everywhere)
+    assert all(load_result_spec(n)["name"] == n for n in everywhere)
 
 
 def test_time_line_sums_the_stage_timings() -> None:
@@ -151,6 +157,6 @@ def test_note_states_the_settings_a_table_leaves_out() -> None:
     from ragrepro.report.run_rows import shared_settings_note
     rows = [{"model": "m", "judge": "j", "k": "1"}, {"model": "m", "judge": "", "k": "4"}]
     assert shared_settings_note(rows, ["model", "judge", "k", "absent"]) == (
-        "Settings not shown as columns (all in the CSV): model = m; judge = j; "
-        "k varies by row (2 values).")
+        "Settings not shown as columns (all in the CSV): model = m; judge = j (1 of 2 rows; "
+        "the others have none); k varies by row (1, 4).")
     assert shared_settings_note(rows, []) == ""

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from ragrepro.attest import attestation
 from ragrepro.errors import ConfigError
 from ragrepro.generation import record
 from ragrepro.report import sample_view as sv
@@ -99,8 +100,8 @@ def test_render_filters_runs_by_settings_and_prefix(root: Path) -> None:
     text, shown = sv.render(root, "ralm/table4", {"model": "smollm2-135m"},
                             sv.Filters(finish="length"))
     assert shown == 1
-    assert text.splitlines()[0] == ("== ralm/table4/aaa111  model=smollm2-135m  (1 shown of 1 "
-                                    "matching, 3 samples)")
+    assert text.splitlines()[0] == (f"== ralm/table4/aaa111  model=smollm2-135m attestation="
+                                    f"{attestation(QA)}  (1 shown of 1 matching, 3 samples)")
     _, shown = sv.render(root, "ralm/table4", {}, sv.Filters(limit=2))
     assert shown == 3  # 2 of aaa111, 1 of bbb222
     text, shown = sv.render(root, "ralm/table4", {"qa.num_docs": "1"}, sv.Filters(), "bbb")

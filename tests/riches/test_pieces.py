@@ -149,8 +149,8 @@ def test_table_one_row_per_setting_and_refuses_two_runs_of_one_setting() -> None
     header, body = build_table(rows, ["key_type"])
     assert header[:2] == ["key_type", "f1_squad"]
     # no run folders here: no per-sample records, said in the cell
-    assert [r[:5] for r in body] == [["sentence", "0.250 (no CI)", "15", "m", "d"],
-                                     ["title", "0.300 (no CI)", "15", "m", "d"]]
+    assert body == [["sentence", "0.250 (no CI)", "", ""],  # n, model, dataset: the note
+                    ["title", "0.300 (no CI)", "", ""]]     # and the CSV (keys_articles: none)
     _, beams = build_table([{"beam_size": b, "model": "m"} for b in ("10", "5", "1", "20")],
                            ["beam_size"])
     assert [r[0] for r in beams] == ["1", "5", "10", "20"]

@@ -130,6 +130,7 @@ def test_baselines_have_no_verbatim_rate_and_riches_measures_it() -> None:
 
 
 def test_main_table_leaves_the_baselines_verbatim_rate_empty_and_shows_the_index() -> None:
+    from ragrepro.report import run_rows
     from riches.tables import TABLES, build_table
 
     rows = [{"dataset_hops": "1", "riches_method": "riches", "verbatim_rate": "1.0",
@@ -142,5 +143,10 @@ def test_main_table_leaves_the_baselines_verbatim_rate_empty_and_shows_the_index
     # without a run folder there are no per-question records, so no CI is attached
     assert by_method["riches"][col["verbatim_rate"]] == "1 (no CI)"
     assert by_method["dense_reader"][col["verbatim_rate"]] == ""
-    assert by_method["riches"][col["keys_articles"]] == "sample"
-    assert by_method["riches"][col["keys_n_articles"]] == "103"
+    # the index's provenance is a setting every row shares: stated in the note (and the CSV),
+    # not a column of the readable table
+    assert "keys_articles" not in col and "keys_n_articles" not in col
+    note = run_rows.shared_settings_note(rows, TABLES["main"]["note_columns"])
+    assert "keys_articles = sample (1 of 2 rows; the others have none)" in note, note
+    assert "keys_n_articles = 103 (1 of 2 rows" in note, note
+    assert {"keys_articles", "keys_n_articles"} <= set(run_rows.csv_spec(TABLES["main"])["context"])

@@ -24,7 +24,8 @@ from riches.settings import DenseSettings, KeySettings, Markers, RichesSettings
 VARIANTS = {"riches": pipeline.riches, "no_retrieval": pipeline.no_retrieval,
             "dense_reader": pipeline.dense_reader, "iterative": pipeline.iterative}
 EXPERIMENTS = sorted(str(p.relative_to(CONF_DIR / "experiment").with_suffix(""))
-                     for p in (CONF_DIR / "experiment" / "riches").rglob("*.yaml"))
+                     for p in (CONF_DIR / "experiment" / "riches").rglob("*.yaml")
+                     if not p.stem.endswith("_shards"))  # preprocessing jobs, not variants
 
 
 def _compose(*overrides: str):

@@ -1,0 +1,160 @@
+"""Readers of committed evidence (ragrepro.report.runs over ragrepro.evidence): on a clone
+whose results folder holds only results/evidence/<experiment>.jsonl.gz, `ragrepro samples`,
+the results tables and the report read the bundle's runs, exactly as from unpacked folders;
+local runs win; a bundle never makes the runner skip a run."""
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ragrepro import evidence
+from ragrepro.cli import user_errors_exit_2
+from ragrepro.errors import DataError
+from ragrepro.paths import REPO_ROOT
+from ragrepro.report import results_tables, runs, sample_view
+from ragrepro.report.build import build_report
+from ragrepro.runner import run_for
+from ragrepro.tracking import Run
+
+COMMITTED = REPO_ROOT / "results"
+TABLE1_BUNDLE = evidence.bundle_path(COMMITTED, "ralm/table1")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def clone(tmp_path) -> Path:
+    """A results folder as a fresh clone has it for Table 1: the bundle, no run folder."""
+    root = tmp_path / "results"
+    bundle = evidence.bundle_path(root, "ralm/table1")
+    bundle.parent.mkdir(parents=True)
+    shutil.copy(TABLE1_BUNDLE, bundle)
+    return root
+
+
+def _samples(capsys, root: Path, *args: str) -> str:
+    capsys.readouterr()
+    sample_view.main(["ralm/table1", *args, "--limit", "3", "--results", str(root)])
+    return capsys.readouterr().out
+
+
+def test_samples_read_from_the_bundle_print_what_unpacked_folders_print(clone, tmp_path,
+                                                                          capsys, caplog):
+    unpacked = tmp_path / "unpacked"
+    evidence.unpack(evidence.bundle_path(clone, "ralm/table1"), unpacked)
+    with caplog.at_level(logging.INFO, logger="ragrepro.report.runs"):
+        from_bundle = _samples(capsys, clone, "model=gemma3-270m")
+    assert from_bundle == _samples(capsys, unpacked, "model=gemma3-270m")
+    assert from_bundle.count("== ralm/table1/") == 6  # gemma's six Table 1 rows
+    assert "(3 shown of 56 matching, 56 samples)" in from_bundle
+    shown = evidence.shown(evidence.bundle_path(clone, "ralm/table1"))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"read 12 runs from {shown} (committed evidence; no local runs)"]
+    assert not (clone / "ralm" / "table1").exists()  # nothing unpacked into results/
+
+
+def test_table1_rebuilt_from_the_bundle_is_the_committed_table(clone):
+    paths = results_tables.build("ralm/table1", clone)
+    md = clone / "ralm" / "table1.md"
+    assert md in paths
+    assert md.read_text(encoding="utf-8") == (COMMITTED / "ralm" / "table1.md").read_text(
+        encoding="utf-8")
+
+
+def test_a_bundle_never_makes_the_runner_skip_a_run(clone):
+    read = runs.experiment_runs(clone, "ralm/table1")
+    assert len(read) == 12 and all(r.dir is not None for r in read)
+    for rec in read:
+        assert not rec.dir.is_relative_to(clone)  # the cache, never results/
+        run = run_for({**rec.config, "results_dir": str(clone)})
+        assert run.run_id == rec.run_id  # the very cell the runner would compute...
+        assert not run.is_finished()      # ...is not finished there, so it runs
+    assert not (clone / "ralm" / "table1").exists() and not (clone / "ralm/table1.csv").exists()
+
+
+def _tiny_run(root: Path, run_id: str, nll: float) -> None:
+    run = Run("x/table", run_id, root)
+    run.start()
+    run.add_sample({"text": 0, "window": 0, "nll_sum": nll, "n_scored": 16})
+    run.finish({"name": "x/table", "seed": 0}, {"nll_sum": nll, "n_windows": 1},
+               {"model": "m", "seed": 0}, {"git_commit": "abc", "started_at": 1_700_000_000.0})
+
+
+@pytest.fixture
+def tiny(tmp_path) -> Path:
+    """results/ holding a two-run bundle of x/table (nll 1.5 and 2.5), no folder."""
+    src, root = tmp_path / "src", tmp_path / "results"
+    _tiny_run(src, "aaa", 1.5)
+    _tiny_run(src, "bbb", 2.5)
+    evidence.pack(src, "x/table", evidence.bundle_path(root, "x/table"))
+    return root
+
+
+def _nlls(records) -> dict[str, float]:
+    return {r.run_id: r.metrics["nll_sum"] for r in records if r.experiment == "x/table"}
+
+
+def test_local_runs_win_over_the_bundle(tiny, caplog):
+    assert _nlls(runs.experiment_runs(tiny, "x/table")) == {"aaa": 1.5, "bbb": 2.5}
+    assert _nlls(runs.load_runs(tiny)) == {"aaa": 1.5, "bbb": 2.5}
+    _tiny_run(tiny, "aaa", 9.0)  # computed here: same id, another value
+    with caplog.at_level(logging.INFO, logger="ragrepro.report.runs"):
+        assert _nlls(runs.experiment_runs(tiny, "x/table")) == {"aaa": 9.0}
+        assert _nlls(runs.load_runs(tiny)) == {"aaa": 9.0}  # bbb is the bundle's: not read
+    assert runs.runs_root(tiny, "x/table") == tiny
+    assert not [r for r in caplog.records if "committed evidence" in r.getMessage()]
+
+
+def test_an_unfinished_local_run_does_not_hide_the_bundle(tiny):
+    (tiny / "x" / "table" / "tmp_ccc").mkdir(parents=True)
+    assert _nlls(runs.load_runs(tiny)) == {"aaa": 1.5, "bbb": 2.5}
+
+
+def test_the_bundle_is_unpacked_once_and_afresh_when_it_changes(tiny, tmp_path):
+    first = runs.runs_root(tiny, "x/table")
+    assert first.is_relative_to(tmp_path / "cache" / "evidence")
+    (first / "x" / "table" / "aaa" / "samples.jsonl").write_text("")  # a second read reuses it
+    assert runs.runs_root(tiny, "x/table") == first
+    src = tmp_path / "src"
+    _tiny_run(src, "ccc", 4.0)
+    evidence.pack(src, "x/table", evidence.bundle_path(tiny, "x/table"))  # a new bundle
+    assert runs.runs_root(tiny, "x/table") != first
+    assert _nlls(runs.experiment_runs(tiny, "x/table")) == {"aaa": 1.5, "bbb": 2.5, "ccc": 4.0}
+
+
+def test_a_damaged_bundle_is_refused_by_name(tiny, capsys):
+    path = evidence.bundle_path(tiny, "x/table")
+    path.write_bytes(path.read_bytes()[:100])
+    with pytest.raises(DataError, match="is damaged") as e:
+        runs.load_runs(tiny)
+    assert str(path) in str(e.value)
+    with pytest.raises(SystemExit) as exit_:  # as `ragrepro samples` runs it
+        user_errors_exit_2(lambda: sample_view.main(["x/table", "--results", str(tiny)]))
+    assert exit_.value.code == 2
+    assert f"error: {path} is damaged" in capsys.readouterr().err
+
+
+def test_a_bundle_in_the_wrong_place_is_refused(tiny):
+    assert len(runs.experiment_runs(tiny, "x/table")) == 2  # unpacked into the cache once
+    moved = evidence.bundle_path(tiny, "y/table")
+    moved.parent.mkdir(parents=True)
+    evidence.bundle_path(tiny, "x/table").rename(moved)
+    with pytest.raises(DataError, match="holds the runs of 'x/table', but its place names "
+                                        "'y/table'"):
+        runs.experiment_runs(tiny, "y/table")
+
+
+def test_the_report_and_dashboard_read_the_bundle(clone):
+    report = build_report(clone)
+    bundled = {str(e["run_id"]) for e in evidence.read_bundle(TABLE1_BUNDLE)[1]}
+    assert len(bundled) == 12 and {r.run_id for r in report.runs} == bundled
+    table1 = next(t for t in report.tables if t.name == "ralm/table1")
+    assert {r.run_id for r in table1.rows if r.run_id} == bundled  # every run in the grid
+    page = report.index.read_text(encoding="utf-8")
+    assert all(f"ralm/table1/{r.run_id}/samples.jsonl" in page for r in report.runs)
