@@ -18,7 +18,7 @@ export RALM_TEST_THREADS ?= 1
 .PHONY: setup test test-fast reproduce-table1 verify bench report screenshot docs lint clean setup-browser setup-cluster setup-ladder rehearse rehearse-real plan \
 	setup-foldoc reproduce-table1-foldoc reproduce-table1-ladder reproduce-table1-ladder-foldoc \
 	reproduce-riches-ladder reproduce-filco-ladder \
-	judge-eval reranker-curve
+	judge-eval reranker-curve plan-validation
 
 setup: $(STAMP)
 
@@ -65,6 +65,11 @@ rehearse-real: setup
 # Preflight of a paper experiment: make plan EXPERIMENT=ralm/paper/fig4 [GPU_MEM=80 GPUS=2]
 plan: setup
 	$(VENV)/bin/ragrepro plan -m experiment=$(EXPERIMENT) $(if $(GPU_MEM),--gpu-mem $(GPU_MEM)) $(if $(GPUS),--gpus $(GPUS))
+
+# The planner against measured runs: results/plan/validation.md (re-measure, slow:
+# python -m scripts.plan_validation measure): docs/performance.md
+plan-validation: setup
+	$(PY) -m scripts.plan_validation report
 
 bench: setup
 	$(PY) -m benchmarks

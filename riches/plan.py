@@ -15,7 +15,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.methods import (
@@ -27,7 +26,6 @@ from ragrepro.methods import (
     Sizing,
     eval_examples,
 )
-from ragrepro.paths import CONF_DIR
 from ragrepro.plan import corpus_size, hub_model_plan
 
 from .index import token_dtype
@@ -126,10 +124,11 @@ def prompt_tokens(cfg: DictConfig) -> int:
         hops = sel("dataset.hops")
         name = "multi_hop" if (hops and int(hops) > 1) or \
             sel("dataset.name") in ("hotpotqa", "musique") else "single_hop"
-    path = CONF_DIR / "riches" / "prompts" / f"{name}.yaml"
-    if not path.exists():  # a user's prompt added under another name: the shipped size
-        path = CONF_DIR / "riches" / "prompts" / "single_hop.yaml"
-    cfg = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    # the composed prompt (riches.prompts.<name>); one the config lacks: the single-hop size
+    node = sel(f"riches.prompts.{name}")
+    if node is None:
+        node = sel("riches.prompts.single_hop")
+    cfg = OmegaConf.to_container(node, resolve=True) if node is not None else {}
     # each demonstration step copies a key from the corpus, which the file does not hold
     steps = sum(len(ex.get("steps") or []) for ex in cfg.get("examples") or [])
     return int((prompt_words(cfg) + steps * DEMO_KEY_WORDS) * PROMPT_TOKENS_PER_WORD)
