@@ -78,7 +78,7 @@ def factoid_wiki_tokens(tokens_per_word: float = TOKENS_PER_WORD) -> tuple[int, 
     return int(keys * (FACTOID_WIKI_WORDS * tokens_per_word + 1)) + 1, keys
 
 
-def _key_tokens(cfg: DictConfig) -> tuple[int, int, str] | None:
+def key_tokens(cfg: DictConfig) -> tuple[int, int, str] | None:
     """(tokens, keys, what) of the cell's key index, when its size is known."""
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
     if sel("riches.key.source") == "factoid-wiki" and sel("riches.key.unit") == "proposition":
@@ -97,7 +97,7 @@ def _key_tokens(cfg: DictConfig) -> tuple[int, int, str] | None:
 
 def index_plan(cfg: DictConfig) -> IndexPlan | None:
     sel = lambda k, d=None: OmegaConf.select(cfg, k, default=d)
-    found = _key_tokens(cfg)
+    found = key_tokens(cfg)
     lm = hub_model_plan("lm", sel("model.source"), "float32")
     if sel("method") != "riches" or found is None or lm is None:
         return None

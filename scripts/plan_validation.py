@@ -521,16 +521,16 @@ def riches_row(measured: dict[str, dict[str, str]], runs: dict[str, Any],
                base: dict[str, Baseline], device: Any) -> Row:
     from riches.plan import (
         SORT_TOKENS_PER_S,
-        _key_tokens,
         decoding_of,
         index_bytes,
+        key_tokens,
         prompt_tokens,
     )
 
     cell = next(c for c in measured_cells() if c.item.startswith("riches/"))
     cfg = _compose(cell.overrides)
     n = int(cfg.limit)
-    keys = _key_tokens(cfg)
+    keys = key_tokens(cfg)
     tokens, n_keys = (keys[0], keys[1]) if keys else (0, 0)
     sized = decoding_of(cfg)
     prefix = prompt_tokens(cfg)  # prefilled once, then each question's own tokens

@@ -36,7 +36,7 @@ from typing import Any
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.io import atomic_write_text
 from ragrepro.report import run_rows
-from ragrepro.report.readable import _RULE, MAX_COLUMNS, check_columns, split_row
+from ragrepro.report.readable import MAX_COLUMNS, RULE, check_columns, split_row
 from ragrepro.report.result_specs import load_result_spec
 from ragrepro.report.samples import DEFAULT_STATS
 
@@ -60,7 +60,7 @@ def parse(text: str, where: str = "the table") -> TableFile:
     """The first Markdown table of a page, the paragraph before it (its note) and the rest."""
     lines = text.split("\n")
     start = next((i for i in range(len(lines) - 1) if lines[i].lstrip().startswith("|")
-                  and _RULE.match(lines[i + 1].strip())), None)
+                  and RULE.match(lines[i + 1].strip())), None)
     if start is None:
         raise DataError(f"{where}: no Markdown table found.")
     end = start + 2

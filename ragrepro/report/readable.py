@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from ..errors import ConfigError
 
 MAX_COLUMNS = 10
-_RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
+RULE = re.compile(r"^\|(\s*:?-+:?\s*\|)+\s*$")
 
 
 def split_row(line: str) -> list[str]:
@@ -24,7 +24,7 @@ def markdown_headers(text: str) -> list[list[str]]:
     """The header cells of every Markdown table in `text`, in order."""
     lines = text.splitlines()
     return [split_row(lines[i - 1]) for i in range(1, len(lines))
-            if _RULE.match(lines[i].strip()) and lines[i - 1].lstrip().startswith("|")]
+            if RULE.match(lines[i].strip()) and lines[i - 1].lstrip().startswith("|")]
 
 
 def check_columns(header: Sequence[str], where: str, limit: int = MAX_COLUMNS) -> None:
