@@ -20,7 +20,6 @@ Pure functions classify; `pair_flips` reads the two runs; `item_texts` reads wha
 """
 from __future__ import annotations
 
-import json
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from ..errors import ConfigError
 from ..metrics.registry import metric_info, metric_infos
 from ..stats import TIE_RTOL, Units
 from .runs import RunRecord
-from .sample_view import ViewConfig, finishes, load_view_config, pick
+from .sample_view import ViewConfig, finishes, load_view_config, one_line, pick
 from .samples import DEFAULT_STATS, StatsSettings, read_records, units_for
 from .samples import _key as record_key  # the paired test's key: one definition
 
@@ -277,13 +276,7 @@ def trim(value: Any, limit: int) -> str:
     """One line of at most `limit` characters: newlines as ⏎, lists joined by ' | '."""
     if value is None:
         return ""
-    if isinstance(value, (list, tuple)):
-        text = " | ".join(str(v) for v in value)
-    elif isinstance(value, (dict, bool, int, float)):
-        text = json.dumps(value, ensure_ascii=False, default=str)
-    else:
-        text = str(value)
-    text = text.replace("\r", "").replace("\n", "⏎")
+    text = one_line(value)
     return text if len(text) <= limit else text[:max(limit - 1, 0)] + "…"
 
 

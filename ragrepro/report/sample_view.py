@@ -114,14 +114,20 @@ def matches(record: Mapping[str, Any], cfg: ViewConfig, flt: Filters) -> bool:
     return not (flt.wrong and is_wrong(record, cfg) is not True)
 
 
-def _text(value: Any, limit: int, tail: bool = False) -> str:
+def one_line(value: Any) -> str:
+    """A record field as one line: lists joined by ' | ', mappings and numbers as JSON,
+    newlines as ⏎ (shared with `ragrepro compare --flips`)."""
     if isinstance(value, (list, tuple)):
         text = " | ".join(str(v) for v in value)
     elif isinstance(value, (dict, bool, int, float)):
         text = json.dumps(value, ensure_ascii=False, default=str)
     else:
         text = str(value)
-    text = text.replace("\r", "").replace("\n", "⏎")
+    return text.replace("\r", "").replace("\n", "⏎")
+
+
+def _text(value: Any, limit: int, tail: bool = False) -> str:
+    text = one_line(value)
     if len(text) <= limit:
         return text
     cut = len(text) - limit

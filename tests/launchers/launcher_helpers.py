@@ -1,6 +1,7 @@
 """Helpers shared by the launcher tests (imported by name: tests/ has no packages)."""
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import socket
@@ -139,3 +140,17 @@ def stale_folders(prefix: str) -> list[Path]:
         if start_time(int(pid)) != start:
             out.append(folder)
     return out
+
+
+@contextlib.contextmanager
+def cache_env(path):
+    """RAGREPRO_CACHE for in-process references (module-scoped fixtures cannot monkeypatch)."""
+    old = os.environ.get("RAGREPRO_CACHE")
+    os.environ["RAGREPRO_CACHE"] = str(path)
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["RAGREPRO_CACHE"]
+        else:
+            os.environ["RAGREPRO_CACHE"] = old

@@ -5,13 +5,10 @@ index's suffix arrays and answers, the proposition cache line for line) and foun
 that follows without recomputing."""
 from __future__ import annotations
 
-import contextlib
-import os
-
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
-from launcher_helpers import base_env, ragrepro
+from launcher_helpers import base_env, cache_env, ragrepro
 from omegaconf import OmegaConf
 
 from ragrepro.paths import CONF_DIR
@@ -21,20 +18,6 @@ INDEX = ["experiment=riches/index_shards", "riches/keys@riches.key=title",
          "riches.index_shard_tokens=20000"]  # 9,828 titles, 38,432 tokens: 2 shards
 PROPS = ["experiment=riches/propositions_shards", "riches.key.n_articles=4",
          "riches.key.generation_max_new_tokens=6"]
-
-
-@contextlib.contextmanager
-def _cache(path):
-    """RAGREPRO_CACHE for in-process references (module-scoped fixtures cannot monkeypatch)."""
-    old = os.environ.get("RAGREPRO_CACHE")
-    os.environ["RAGREPRO_CACHE"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["RAGREPRO_CACHE"]
-        else:
-            os.environ["RAGREPRO_CACHE"] = old
 
 
 def _compose(args):
@@ -57,7 +40,7 @@ def _one_process_silver(cache):
 
     cfg = _compose(SILVER)
     fc = instantiate(cfg.filco, _convert_="object")
-    with _cache(cache):
+    with cache_env(cache):
         setup = Setup.of(fc, cfg.dataset.task, None, 0)
         train = load_split(OmegaConf.to_container(cfg.train_dataset, resolve=True))
         source = passage_retriever(fc, Deferred(cfg.corpus), Deferred(cfg.retriever))

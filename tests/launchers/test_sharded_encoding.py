@@ -2,12 +2,10 @@
 Ray) and merged give the FAISS index of an unsharded encoding: same top-k on wiki-vital
 (its first 30 passages, MiniLM); parts resume per embedding file; merging with a part
 missing names the jobs to rerun."""
-import contextlib
-import os
 
 import numpy as np
 import pytest
-from launcher_helpers import base_env, ragrepro
+from launcher_helpers import base_env, cache_env, ragrepro
 
 from ragrepro.errors import ConfigError
 from ragrepro.retrieval.sharding import parse_shard, part_files
@@ -37,20 +35,6 @@ def test_bad_shard_names_the_form(spec):
         parse_shard(spec)
 
 
-@contextlib.contextmanager
-def _cache(path):
-    """RAGREPRO_CACHE for an in-process retriever (module-scoped fixtures cannot monkeypatch)."""
-    old = os.environ.get("RAGREPRO_CACHE")
-    os.environ["RAGREPRO_CACHE"] = str(path)
-    try:
-        yield
-    finally:
-        if old is None:
-            del os.environ["RAGREPRO_CACHE"]
-        else:
-            os.environ["RAGREPRO_CACHE"] = old
-
-
 def _retriever(index_path=None):
     from ragrepro.retrieval import build_retriever, load_corpus
     from ragrepro.retrieval.corpus import corpus_from_passages
@@ -69,7 +53,7 @@ def _retriever(index_path=None):
 
 @pytest.fixture(scope="module")
 def unsharded(tmp_path_factory):
-    with _cache(tmp_path_factory.mktemp("cache-unsharded")):
+    with cache_env(tmp_path_factory.mktemp("cache-unsharded")):
         hits = _retriever().search(QUERIES, k=5)
     return [[(h.pid, h.score) for h in q] for q in hits]
 
@@ -84,7 +68,7 @@ def _sharded_top_k(tmp_path, launcher_args):
     merged = ragrepro(["experiment=core/encode_shards", "shard=merge", f"index_out={out}",
                        *SHARDS], env)
     assert merged.returncode == 0, merged.stderr[-3000:]
-    with _cache(tmp_path / "query-cache"):
+    with cache_env(tmp_path / "query-cache"):
         hits = _retriever(index_path=str(out)).search(QUERIES, k=5)
     return [[(h.pid, h.score) for h in q] for q in hits], parts.stdout + parts.stderr
 

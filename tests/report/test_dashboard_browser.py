@@ -4,27 +4,13 @@ screenshot of the demo page (in the test's tmp folder, never over the README's).
 from __future__ import annotations
 
 import json
-import shutil
 
 import pytest
 
-from ragrepro.report.browser import INSTALL_HINT, Chromium
 from ragrepro.report.build import build_report
+from tests.report.conftest import table_cells
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser():
-    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
-        pytest.fail(f"Chromium is required for this test and was not found. {INSTALL_HINT}")
-    with Chromium(width=1400, height=1000) as b:
-        yield b
-
-
-def _cells(b, selector: str) -> list[list[str]]:
-    return b.eval(f"Array.from(document.querySelectorAll({json.dumps(selector)}))"
-                  ".map(tr => Array.from(tr.cells).map(td => td.innerText.trim()))")
 
 
 def _set(b, element_id: str, value: str, event: str) -> None:
@@ -49,7 +35,7 @@ def test_dashboard_in_chromium(results, browser):
     assert "DEMO DATA" in b.eval("document.getElementById('demo-banner').innerText")
 
     # The paper-shaped grid shows the rows we ran; the others are folded away.
-    grid = {r[0]: r[1:] for r in _cells(b, "#grid-ralm-table1 tbody tr")}
+    grid = {r[0]: r[1:] for r in table_cells(b, "#grid-ralm-table1 tbody tr")}
     assert sorted(grid) == ["GPT-2 S, -, -", "GPT-2 S, BM25, -", "GPT-2 S, BM25, zero-shot"]
     assert grid["GPT-2 S, BM25, zero-shot"][0].split("\n") == [
         "28.00 [no CI]", "vs baseline -30.0% [no CI]", "paper 28.6"]
@@ -60,13 +46,13 @@ def test_dashboard_in_chromium(results, browser):
     # reproduction verdict (demo rows are mini scale: never comparable) and both gains.
     for sec in ("ralm-table1", "filco-table5"):
         b.eval(f"document.querySelector('#sec-{sec} details.all-rows').open = true")
-    rows = {r[0]: r for r in _cells(b, "#table-ralm-table1 tbody tr")}
+    rows = {r[0]: r for r in table_cells(b, "#table-ralm-table1 tbody tr")}
     assert len(rows) == 80
     assert rows["GPT-2 S, BM25, zero-shot · WT-103"][1:8] == [
         "28.00 [no CI]", "", "28.6", "-0.60", "not comparable: scale=mini vs paper (+5 more)",
         "-30.0% [no CI]", "-23.7%"]
     assert rows["GPT-2 M, BM25, - · WT-103"][1:4] == ["not run", "", "21.5"]
-    filco = {r[0]: r for r in _cells(b, "#table-filco-table5 tbody tr")}
+    filco = {r[0]: r for r in table_cells(b, "#table-filco-table5 tbody tr")}
     assert filco["FilCo, top-5 · NQ"][1:8] == ["52.00 [no CI]", "", "61.8", "-9.80",
                                                "not comparable: scale=mini vs paper (+4 more)",
                                                "+30.0% [no CI]", "+29.8%"]
@@ -92,13 +78,13 @@ def test_dashboard_in_chromium(results, browser):
     # Selecting two runs shows the settings that differ and the metrics side by side.
     for run_id in ("r1base", "r1rerank"):
         b.eval(f"document.querySelector('tr[data-run-id=\"{run_id}\"] input.sel').click()")
-    diff = {r[0]: r[1:] for r in _cells(b, "#compare-settings tr[data-key]")}
+    diff = {r[0]: r[1:] for r in table_cells(b, "#compare-settings tr[data-key]")}
     assert diff["settings.retriever"] == ["null", "bm25"]
     assert diff["settings.rerank"] == ["none", "zeroshot"]
     assert diff["settings.scorer_model"] == ["(unset)", "smollm2-135m"]
     assert not any(k.endswith("stride") for k in diff)
     assert "config.retriever" not in diff            # shown once, as a setting
-    metrics = {r[0]: r[1:] for r in _cells(b, "#compare-metrics tr[data-key]")}
+    metrics = {r[0]: r[1:] for r in table_cells(b, "#compare-metrics tr[data-key]")}
     assert metrics["ppl_word"] == ["40", "28"] and metrics["ppl_token"] == ["20", "15"]
     assert b.eval("document.querySelectorAll('#runs-table tr.selected').length") == 2
 

@@ -6,36 +6,22 @@ Table 1 evidence."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from ragrepro import evidence
 from ragrepro.paths import REPO_ROOT
-from ragrepro.report.browser import INSTALL_HINT, Chromium
 from ragrepro.report.build import build_report
 from ragrepro.report.compare import _paired_cell
 from ragrepro.report.dashboard import FLIPS_WIDTH
 from ragrepro.report.flips import LABELS, NLL_COUNTS, OUTCOME_COUNTS, item_texts, pair_flips
 from ragrepro.report.runs import load_runs
 from ragrepro.report.samples import DEFAULT_STATS
+from tests.report.conftest import table_cells
 from tests.report.flips_fixtures import qa_run
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture
-def browser():
-    if not any(shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome")):
-        pytest.fail(f"Chromium is required for this test and was not found. {INSTALL_HINT}")
-    with Chromium(width=1400, height=1000) as b:
-        yield b
-
-
-def _cells(b, selector: str) -> list[list[str]]:
-    return b.eval(f"Array.from(document.querySelectorAll({json.dumps(selector)}))"
-                  ".map(tr => Array.from(tr.cells).map(td => td.innerText.trim()))")
 
 
 def _tick(b, *run_ids: str) -> None:
@@ -68,7 +54,7 @@ def test_flips_view_in_chromium(results, browser):
     a, c = runs["qa2docs"], runs["qa0docs"]
     f, _ = pair_flips(a, c)
     assert f is not None
-    assert _cells(b, "#flips-counts tr") == [[LABELS[k] for k in OUTCOME_COUNTS],
+    assert table_cells(b, "#flips-counts tr") == [[LABELS[k] for k in OUTCOME_COUNTS],
                                              ["2", "1", "1", "1"]]
     assert [f.counts[k] for k in OUTCOME_COUNTS] == [2, 1, 1, 1]
     assert _text(b, "flips-rule") == "em on 5 questions; right = em 1 (0/1 score)"
@@ -78,7 +64,7 @@ def test_flips_view_in_chromium(results, browser):
     expected = [[LABELS[i.change], i.label, ta[i.label]["question"], ta[i.label]["gold"],
                  ta[i.label]["output"], tc[i.label]["output"], f"{i.a:g}", f"{i.b:g}",
                  ta[i.label]["finish"], tc[i.label]["finish"]] for i in f.items]
-    rows = _cells(b, "#flips-items tr[data-key]")
+    rows = table_cells(b, "#flips-items tr[data-key]")
     assert rows == expected
     assert [r[:2] for r in rows] == [["right→wrong", "q1"], ["right→wrong", "q4"],
                                      ["wrong→right", "q0"]]
@@ -92,10 +78,10 @@ def test_flips_view_in_chromium(results, browser):
     _tick(b, none.run_id, bm25.run_id)
     f, _ = pair_flips(none, bm25)
     assert f is not None
-    assert _cells(b, "#flips-counts tr") == [list(NLL_COUNTS), ["5", "3", "1"]]
+    assert table_cells(b, "#flips-counts tr") == [list(NLL_COUNTS), ["5", "3", "1"]]
     assert _text(b, "flips-paired") == \
         f"paired ppl_token ([2] - [1]): {_paired_cell(none, bm25, 'ppl_token', DEFAULT_STATS)}"
-    rows = _cells(b, "#flips-items tr[data-key]")
+    rows = table_cells(b, "#flips-items tr[data-key]")
     assert [(r[0], r[1]) for r in rows] == [(i.change, i.label) for i in f.items]
     first = rows[0]
     item = f.items[0]
