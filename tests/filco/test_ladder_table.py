@@ -29,12 +29,33 @@ def _ladder_tree(root: Path) -> None:
     _write_csv(root / "filco" / "fig4_ladder.csv", rows)
 
 
+def _tables(text: str) -> list[list[list[str]]]:
+    """Each Markdown table of `text` as its rows of cells (header first, the rule left out)."""
+    tables: list[list[list[str]]] = []
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if set(line.replace("|", "").strip()) <= {"-"}:
+            continue
+        starts = i + 1 < len(lines) and set(lines[i + 1].replace("|", "").strip()) == {"-"}
+        if starts:
+            tables.append([cells])
+        else:
+            tables[-1].append(cells)
+    return tables
+
+
 def test_switch_columns_sit_beside_the_default_with_the_context_diagnostics(tmp_path):
     _ladder_tree(tmp_path)
     md, _ = results_tables.build("filco/fig4_ladder", tmp_path)
-    lines = [x for x in md.read_text(encoding="utf-8").splitlines() if x.startswith("| ")]
-    header = [c.strip() for c in lines[0].strip("|").split("|")]
-    row = dict(zip(header, (c.strip() for c in lines[1].strip("|").split("|"))))
+    # the ladder table is split into readable parts of at most ten columns, each repeating the
+    # row labels (ragrepro/report/readable.py): read the first row of the first two parts
+    header, row = [], {}
+    for part in _tables(md.read_text(encoding="utf-8"))[:2]:
+        header += [h for h in part[0] if h not in header]
+        row.update(zip(part[0], part[1]))
     cols = header[header.index("full"):header.index("silver") + 1]
     assert cols == ["full", "psg", "filco", TOP1, DROP, "silver"]
     # x100 means of the per-question scores, each with its CI
