@@ -29,11 +29,30 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 	$(PY) -m pip install -q -e '.[dev]'
 	touch $(STAMP)
 
-test: setup setup-cluster setup-browser
-	$(PY) -m pytest tests -x --timeout=900
+# The suite in one process by default. TEST_WORKERS=2 runs it on two pytest-xdist workers, one
+# torch thread each (RALM_TEST_THREADS), with --dist loadgroup keeping each group of
+# tests/conftest.py's XDIST_GROUPS (the Ray tests, the Slurm tests, the browser tests) on one
+# worker; measured 25 min against 34 min in one process on this 2-core machine at load 4. Not
+# the default yet: the model caches that filco/train.py and ralm/predictive.py build are not
+# safe against two cold writers (docs/reliability.md). Tests marked `exclusive` (a ratio of two
+# timings) run afterwards with nothing beside them.
+TEST_WORKERS ?= 1
+PYTEST_XDIST = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
+define NEED_XDIST
+@$(PY) -c "import xdist" 2>/dev/null || { echo "TEST_WORKERS=$(TEST_WORKERS) runs the suite with pytest-xdist, which $(PY) lacks: run '$(PY) -m pip install -e .[dev]' (make setup does it when pyproject.toml is newer than $(STAMP))" >&2; exit 2; }
+endef
 
+test: setup setup-cluster setup-browser
+	$(if $(PYTEST_XDIST),$(NEED_XDIST))
+	$(PY) -m pytest tests -x --timeout=900 $(PYTEST_XDIST) -m "not exclusive"
+	$(PY) -m pytest tests -x --timeout=900 -m exclusive
+
+# Without the real models, the browser and the real clusters (it needs only `make setup`, not
+# setup-cluster or setup-browser).
 test-fast: setup
-	$(PY) -m pytest tests -m "not slow and not browser" -x
+	$(if $(PYTEST_XDIST),$(NEED_XDIST))
+	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 $(PYTEST_XDIST)
+	$(PY) -m pytest tests -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
 
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1
@@ -51,7 +70,7 @@ RERANKER_SIZES ?= 100,300,600,1000
 reranker-curve: setup
 	OMP_NUM_THREADS=1 $(PY) -m scripts.reranker_curve --sizes $(RERANKER_SIZES)
 
-# Every cell of every conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
+# Every cell of every <method>/conf/experiment/*/paper/ config on CPU stand-ins (docs/rehearsal.md):
 # results/rehearsal/summary.csv, summary.md and report/; non-zero exit if any cell fails.
 rehearse: setup
 	OMP_NUM_THREADS=1 $(PY) -m scripts.rehearse

@@ -47,14 +47,14 @@ log = logging.getLogger(__name__)
 
 TARGET_SPEEDUP = {"smollm2-135m": 3.0, "gemma3-270m": 4.0}
 NLL_RTOL = 1e-4
-# the Table 1 mini settings (conf/ralm/mini.yaml): L=256, s=16, 96-token documents, k=4
+# the Table 1 mini settings (ralm/conf/ralm/mini.yaml): L=256, s=16, 96-token documents, k=4
 BASE_VALUES = {"max_length": 256, "stride": 16, "retrieval_stride": 16, "query_len": 32,
                "doc_max_tokens": 96, "k": 4, "rerank": "zeroshot", "rerank_tokens": 16,
                "window_bos": False, "batch_windows": 16}
 
 
 def settings(**values: Any) -> RunSettings:
-    """BASE_VALUES with `values` over them (the rest: conf/ralm/base.yaml)."""
+    """BASE_VALUES with `values` over them (the rest: ralm/conf/ralm/base.yaml)."""
     return settings_from_defaults({**BASE_VALUES, **values}, seed=0, batch_size=8,
                                   model_adds_bos=False)
 

@@ -1,7 +1,13 @@
 """RICHES index in shards: build time, peak RSS and disk per token of one shard job, and the
 constrained beam's step time over a 10-shard index (riches/index_build.py, index_sharded.py).
 
-    python -m benchmarks.riches_shards [N_TOKENS]      # results/bench/riches_shards.{csv,md}
+    python -m benchmarks.riches_shards [N_TOKENS] [--keep DIR]
+                                                       # results/bench/riches_shards.{csv,md}
+
+`--keep DIR` builds the one-shard index in DIR/one and leaves it there; a later run with
+the same N_TOKENS reuses it (no rebuild) and reports the build row measured when it was built
+(DIR/one/bench_build.json; delete DIR after changing the build code). Without it everything
+lives in a temporary folder.
 
 Corpus (synthetic, written straight into the index folder's token file, no Python lists):
 token ids (Zipf(1.2) - 1) mod 49,152 (SmolLM2's vocabulary size), keys of
@@ -177,26 +183,57 @@ def disk_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())
 
 
+BUILT = "bench_build.json"  # --keep: the build row measured when the kept folder was built
+
+
+def one_shard(tmp: Path, n_tokens: int, keep: Path | None) -> tuple[Path, dict[str, Any]]:
+    """The one-shard index folder and its build row: built (and timed) in `tmp`, or in
+    keep/one and reused from there by a later run that asks for the same size (the build
+    row is then the one measured when it was built)."""
+    one = (keep if keep is not None else tmp) / "one"
+    done = one / BUILT
+    if keep is not None and done.exists():
+        row = json.loads(done.read_text())
+        if row["requested_tokens"] == n_tokens:
+            log.info("reusing the index in %s (built %s)", one, row["built_at"])
+            return one, row
+    shutil.rmtree(one, ignore_errors=True)
+    one.mkdir(parents=True)
+    t0 = time.perf_counter()
+    record = synthetic_folder(one, n_tokens)
+    data_s = time.perf_counter() - t0
+    write_plan(one, record, 2**31 - 1, {})
+    (built,) = build_shards_in_children(one)
+    n = record["n_tokens"]
+    row = {"n_tokens": n, "n_keys": record["n_keys"], "data_s": data_s,
+           "build_s": built["wall_s"], "sort_s": built["sort_s"],
+           "peak_rss_gb": built["peak_rss_bytes"] / 1e9,
+           "peak_rss_bytes_per_token": built["peak_rss_bytes"] / n,
+           "disk_bytes_per_token": disk_bytes(one) / n, "build_load_avg": load_average(),
+           "requested_tokens": n_tokens, "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+           "record": record}
+    if keep is not None:
+        atomic_write_text(done, json.dumps(row, indent=1))
+    return one, row
+
+
 def measure(n_tokens: int, workdir: str | Path | None = None, real_shards: int = 0,
-            n_views: int = 10) -> list[dict[str, Any]]:
+            n_views: int = 10, keep: Path | None = None) -> list[dict[str, Any]]:
     """One shard of n_tokens (and, when real_shards, the same corpus in that many shards):
-    build rows and beam-step rows."""
+    build rows and beam-step rows. `keep`: build the one-shard index in keep/one (or reuse
+    it from there) instead of a temporary folder."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        one = Path(tmp) / "one"
-        one.mkdir()
-        t0 = time.perf_counter()
-        record = synthetic_folder(one, n_tokens)
-        data_s = time.perf_counter() - t0
-        write_plan(one, record, 2**31 - 1, {})
-        (built,) = build_shards_in_children(one)
+        one, built = one_shard(Path(tmp), n_tokens, keep)
+        record = built["record"]
         n = record["n_tokens"]
-        base = {"n_tokens": n, "n_keys": record["n_keys"], "data_s": data_s,
+        base = {"n_tokens": n, "n_keys": record["n_keys"], "data_s": built["data_s"],
                 "load_avg": load_average()}
-        rows.append({**base, "index": "one shard", "shards": 1, "build_s": built["wall_s"],
-                     "sort_s": built["sort_s"], "peak_rss_gb": built["peak_rss_bytes"] / 1e9,
-                     "peak_rss_bytes_per_token": built["peak_rss_bytes"] / n,
-                     "disk_bytes_per_token": disk_bytes(one) / n,
+        rows.append({**base, "index": "one shard", "shards": 1,
+                     **{k: built[k] for k in ("build_s", "sort_s", "peak_rss_gb",
+                                              "peak_rss_bytes_per_token",
+                                              "disk_bytes_per_token")},
                      **beam_steps(open_index(one))})
         if n_views:
             rows.append({**base, "index": f"{n_views} views", "shards": n_views,
@@ -289,9 +326,17 @@ def main(argv: list[str]) -> int:
         out_dir = results_dir() / "bench"
         log.info("wrote %s", write_markdown(read_rows(out_dir / "riches_shards.csv"), out_dir))
         return 0
+    keep = None
+    if "--keep" in argv:
+        at = argv.index("--keep")
+        if at + 1 >= len(argv):
+            sys.stderr.write("--keep needs a folder: --keep DIR\n")
+            return 2
+        keep = Path(argv[at + 1])
+        argv = argv[:at] + argv[at + 2:]
     n = int(float(argv[0])) if argv else int(float(os.environ.get("BENCH_SHARDS_TOKENS",
                                                                   SMALL_TOKENS)))
-    rows = measure(n, real_shards=10 if n <= 5e7 else 0)
+    rows = measure(n, real_shards=10 if n <= 5e7 else 0, keep=keep)
     log.info("wrote %s", write_results(rows))
     return 0
 

@@ -24,7 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragrepro.errors import ConfigError
-from ragrepro.metrics.qa import char_f1_filco, normalize_squad, token_f1
+from ragrepro.metrics.qa import normalize_squad, token_f1
+
+from .metrics import char_f1_filco
 
 MEASURES = ("strinc", "lexical", "cxmi")
 CXMI_THRESHOLD_NOTE = (

@@ -2,7 +2,7 @@
 setting (Full / Psg / FilCo / Silver, a silver measure, top-k), each of our numbers with its
 95% CI over the questions, FilCo − Full as a paired test, and the paper's numbers beside
 them (filco.pivot_paper). Labels, orders and column maps come from the spec
-(the `results:` parts of conf/report/tables/filco/)."""
+(the `results:` parts of filco/conf/report/tables/filco/)."""
 from __future__ import annotations
 
 from collections.abc import Sequence

@@ -1,5 +1,5 @@
 """The paper's grids beside a `pivot` results table (FilCo): the numbers live once, in
-conf/report/paper/<paper>.yaml; these functions reshape them as the spec's `paper` node
+filco/conf/report/paper/filco.yaml; these functions reshape them as the spec's `paper` node
 says ({row: {column: value}}, or tuples per column) and print the paper's own block; and
 the reproduction verdict of each of our rows against the paper's cells
 (ragrepro.report.verdict: the cells' `recorded` settings pick the cell, the rule decides)."""

@@ -7,6 +7,7 @@ generation budgets (filtered context, answer).
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from hydra.utils import get_object
@@ -14,13 +15,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from ragrepro.methods import (
     Decoding,
+    FlagDecl,
     MethodProfile,
     PlanExtras,
+    PlannerHooks,
+    RehearsalHooks,
     Sizing,
     TrainingBudget,
     eval_examples,
     qa_forward_tokens,
 )
+
+from .metrics import METRICS
+
+# Evaluation sizes (examples) of the splits FilCo's paper configs read (its Table 1).
+EVAL_SIZES = {"nq-open": 3_610, "triviaqa": 11_313, "hotpotqa": 7_405, "fever": 10_444,
+              "wow": 3_054, "eli5": 1_507}
 
 
 def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -89,10 +99,18 @@ PROFILE = MethodProfile(
     name="filco",
     packages=("filco",),
     config_nodes=("filco", "train_dataset"),
-    conf_dir=None,  # conf/filco lives in the repository's conf/
-    generation_keys=("filco.ctx_max_new_tokens", "filco.gen_max_new_tokens"),
-    plan=plan,
-    training_caps=training_caps,
-    untimed_training="FilCo",
+    conf_dir=Path(__file__).parent / "conf",  # its experiments, groups and report specs
     id_view=id_view,
+    metrics=METRICS,
+    sample_fields={"group": ("setting",), "output": ("raw_output",), "evidence": ("context",),
+                   "score": ("score",)},
+    dashboard_settings=("top_k", "measure", "context"),
+    flags=(FlagDecl("ctx_empty", "diag_ctx_empty", 0.20,
+                    "At least 20% of the filtered contexts are empty: the generator read a "
+                    "prompt with no evidence (for FilCo, a prompt shape it may never have "
+                    "seen in training)."),),
+    planner=PlannerHooks(plan=plan, untimed_training="FilCo", eval_sizes=EVAL_SIZES),
+    rehearsal=RehearsalHooks(
+        generation_keys=("filco.ctx_max_new_tokens", "filco.gen_max_new_tokens"),
+        training_caps=training_caps),
 )

@@ -1,5 +1,5 @@
 """Typed FilCo settings, built by Hydra from the `_target_`s of the `filco:` node
-(conf/filco/default.yaml, mini.yaml, paper.yaml). No field has a default: the defaults live in
+(filco/conf/filco/default.yaml, mini.yaml, paper.yaml). No field has a default: the defaults live in
 the YAML only, so a renamed, misspelt or missing key fails when the pipeline is built
 (ragrepro.pipeline turns it into a ConfigError), not silently at run time."""
 from __future__ import annotations
@@ -104,7 +104,7 @@ class TrainSettings:
 
 @dataclass(frozen=True)
 class FilcoSettings:
-    """`filco.*`: one FilCo setting on one evaluation set; see conf/filco/default.yaml."""
+    """`filco.*`: one FilCo setting on one evaluation set; see filco/conf/filco/default.yaml."""
 
     setting: Variant         # Full | Psg | FilCo | Silver: the filco/variant group builds it
     stage: str = field(metadata=limits(choices=STAGES))  # context: Table 3, Fig. 6
@@ -132,8 +132,8 @@ class FilcoSettings:
         if not isinstance(self.setting, Variant):
             raise ConfigError(
                 f"filco.setting={self.setting!r} is not a FilCo setting: choose one with the "
-                "config group, e.g. `filco/variant=psg` (conf/filco/variant/: full, psg, filco, "
-                "silver and the switch variants), not `filco.setting=psg`.")
+                "config group, e.g. `filco/variant=psg` (filco/conf/filco/variant/: full, psg, "
+                "filco, silver and the switch variants), not `filco.setting=psg`.")
         _one_of("filco.stage", self.stage, STAGES)
         _one_of("filco.passages", self.passages, PASSAGES)
         _one_of("filco.test_context", self.test_context, TEST_CONTEXTS)

@@ -6,7 +6,7 @@
 
 Reads the runs of results/filco/<exp>.csv (through ragrepro.report.runs) and writes
 results/filco/<exp>_table.md and <exp>_table.csv; each table is the `results:` part of one
-YAML, conf/report/tables/filco/<exp>.yaml (dataset columns, model families, setting order,
+YAML, filco/conf/report/tables/filco/<exp>.yaml (dataset columns, model families, setting order,
 notes, where the paper's numbers sit)."""
 from __future__ import annotations
 
@@ -20,13 +20,13 @@ from ragrepro.errors import ConfigError, DataError
 from ragrepro.paths import results_dir
 from ragrepro.report.result_specs import load_result_spec, result_spec_names
 from ragrepro.report.samples import StatsSettings
-from ragrepro.report.spec import SPEC_DIR
 
 from . import pivot
 
 log = logging.getLogger(__name__)
 
-# FilCo's tables are shipped in conf/ (no search-path lookup at import time)
+SPEC_DIR = Path(__file__).parent / "conf" / "report"  # its report specs
+# FilCo's tables are shipped in its own conf folder (no search-path lookup at import time)
 TABLES = [n.split("/", 1)[1] for n in result_spec_names(SPEC_DIR) if n.startswith("filco/")]
 # The spec fields the layout reads (ragrepro.report.result_specs refuses any other).
 FIELDS = frozenset({"title", "kind", "value", "pivot", "values", "labels", "task_columns",

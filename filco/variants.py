@@ -1,7 +1,7 @@
 """FilCo's four settings (paper §4-5) as typed components: Full, Psg, FilCo, Silver.
 
-Hydra builds one from the `filco/variant` config group (conf/filco/variant/<name>.yaml sets
-`filco.setting: {_target_: filco.variants.<Class>}`; conf/filco/default.yaml chooses `filco`).
+Hydra builds one from the `filco/variant` config group (filco/conf/filco/variant/<name>.yaml sets
+`filco.setting: {_target_: filco.variants.<Class>}`; filco/conf/filco/default.yaml chooses `filco`).
 Each class says what the pipeline (filco/pipeline.py) asks of a setting: which silver contexts
 it needs, which contexts its generator M_gen is trained on, which filter model it trains
 (M_psg, M_ctx) and how it builds the context the generator reads at test time, which
@@ -22,7 +22,7 @@ from .silver import Silver as SilverContext
 class Variant(ABC):
     """One FilCo setting. Stateless: the run's settings and models come in as arguments."""
 
-    name: ClassVar[str]            # the row's `setting` (and its conf/filco/variant file)
+    name: ClassVar[str]            # the row's `setting` (and its filco/conf/filco/variant file)
     method: ClassVar[str]          # the row's `method`: the baselines are named apart from FilCo
     generator_role: ClassVar[str]  # the cache name of its M_gen (FilCo and Silver share one)
     labels_train: ClassVar[bool] = True  # needs the training set's silver contexts

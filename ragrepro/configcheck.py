@@ -3,7 +3,8 @@
 Every command that composes a config goes through the same checks (`ragrepro`, `ragrepro
 plan`, `ragrepro lock`):
 
-- `check_overrides(argv)`: each `group=choice` against the files of conf/ (did-you-mean);
+- `check_overrides(argv)`: each `group=choice` against the files of conf/ and of the
+  methods' conf folders (config_dirs; did-you-mean);
 - `compose_checked(overrides)`: Hydra's composition, with its errors (an unknown key, a
   group option Hydra does not know, bad override syntax) turned into a ConfigError naming the
   key and a did-you-mean, and a new root key added with `+` that nothing reads refused;
@@ -36,7 +37,7 @@ from .validate import check_values, dataclass_target
 log = logging.getLogger(__name__)
 
 # The core's groups; each method adds its own (its profile's `config_groups`). Any other
-# folder of conf/ (filco/variant, riches/keys, encoder, ...) is checked too.
+# folder of a conf folder (filco/variant, riches/keys, encoder, ...) is checked too.
 CORE_GROUPS = ("experiment", "model", "dataset", "retriever")
 DTYPES = ("float32", "bfloat16", "float16", "checkpoint")  # checkpoint: model.checkpoint_dtype
 # Root keys a user may add with `+key=...` although nothing reads them: they are not part of
@@ -53,9 +54,32 @@ def checked_groups(profiles: Sequence[MethodProfile] | None = None) -> tuple[str
     return CORE_GROUPS + tuple(g for p in found for g in p.config_groups)
 
 
-def group_options(group: str, conf_dir: Path = CONF_DIR) -> list[str]:
-    base = conf_dir / group
-    return sorted(str(p.relative_to(base).with_suffix("")) for p in base.rglob("*.yaml"))
+def config_dirs() -> list[Path]:
+    """The conf folders Hydra composes from: conf/ (the core's, shared), then each registered
+    method's `conf_dir` (the search-path plugin hydra_plugins/ragrepro_methods), built-in
+    methods and plug-ins alike."""
+    return [CONF_DIR, *conf_dirs()]
+
+
+def group_options(group: str, conf_dir: Path | None = None) -> list[str]:
+    """The options of a config group (`experiment` -> `ralm/table1`, ...): its YAML files in
+    `conf_dir`, or by default in every folder of config_dirs(), as Hydra finds them."""
+    dirs = config_dirs() if conf_dir is None else [conf_dir]
+    return sorted({str(p.relative_to(d / group).with_suffix(""))
+                   for d in dirs for p in (d / group).rglob("*.yaml")})
+
+
+def option_file(group: str, name: str) -> Path:
+    """The YAML file of option `name` of `group` (`experiment`, `ralm/fig5`), from the first
+    folder of config_dirs() that holds it, as Hydra picks it; an unknown name is a ConfigError
+    listing the options."""
+    for d in config_dirs():
+        path = d / group / f"{name}.yaml"
+        if path.is_file():
+            return path
+    options = group_options(group)
+    raise ConfigError(f"Unknown {group} {name!r}.{did_you_mean(name, options)} Available: "
+                      f"{', '.join(options)} ({group_folders(group, config_dirs())}).")
 
 
 def extra_config_dirs(argv: list[str]) -> list[Path]:
@@ -216,7 +240,7 @@ def composition_error(e: ConfigCompositionException, parsed: Sequence[Override])
 def _is_group_override(o: Override) -> bool:
     key = o.key_or_group
     return "/" in key or o.package is not None or (
-        "." not in key and _is_group(key, [CONF_DIR, *conf_dirs()]))
+        "." not in key and _is_group(key, config_dirs()))
 
 
 def unknown_key_error(cfg: DictConfig, key: str, line: str, setting: bool = True) -> str | None:

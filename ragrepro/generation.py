@@ -9,12 +9,13 @@ pipeline records, per sample, one `GenerationRecord` per generation stage under 
     gen_<stage>_length    share of outputs that hit max_new_tokens
     gen_<stage>_empty     share of empty outputs (after the pipeline's parsing)
     gen_<stage>_truncated share of prompts cut on the left to fit the context
-    gen_<stage>_stop      share stopped by a stop string; _eos, _key_closed likewise
+    gen_<stage>_<reason>  share that ended for each finish reason: the core's eos, stop and
+                          length, and each method's own (its profile's `finish_reasons`)
     gen_<stage>_output_tokens  mean output length in tokens
     diag_<name>           mean of a method's per-sample fact (a rate for booleans)
 
-The core knows no stage or diag name: the pipelines choose them (RALM QA `answer`, FilCo
-`filter` and `answer`, RICHES `answer`, ...).
+The core knows no stage, diag or method finish-reason name: the pipelines choose them (RALM
+QA `answer`, FilCo `filter` and `answer`, RICHES `answer`, ...).
 """
 from __future__ import annotations
 
@@ -24,8 +25,31 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .methods import FinishReason, MethodProfile, registered
 
-FINISH_REASONS = ("eos", "stop", "key_closed", "length")
+# The ways any generation ends; a method adds its own through its profile.
+CORE_FINISH_REASONS = (
+    FinishReason("eos", "the model emitted an end-of-sequence token"),
+    FinishReason("stop", "the caller stopped it (a stop string, or short of the budget)"),
+    FinishReason("length", "it filled max_new_tokens: the budget cut it off", normal=False),
+)
+
+
+def declared_finish_reasons(profiles: Iterable[MethodProfile] | None = None
+                            ) -> tuple[FinishReason, ...]:
+    """The core's finish reasons and every method's, the normal ones first (core, then
+    methods in profile order) and the cut-offs last, so `length` stays the last rate column."""
+    found: dict[str, FinishReason] = {}
+    for reason in (*CORE_FINISH_REASONS,
+                   *(r for p in (registered() if profiles is None else profiles)
+                     for r in p.finish_reasons)):
+        found.setdefault(reason.name, reason)
+    return tuple(sorted(found.values(), key=lambda r: not r.normal))
+
+
+def finish_reasons(profiles: Iterable[MethodProfile] | None = None) -> tuple[str, ...]:
+    """The names of declared_finish_reasons."""
+    return tuple(r.name for r in declared_finish_reasons(profiles))
 
 
 def finish_reason(raw_new: Sequence[int], eos_ids: Iterable[int] | int | None,
@@ -55,8 +79,10 @@ class GenerationRecord:
     empty: bool
 
     def __post_init__(self) -> None:
-        if self.finish not in FINISH_REASONS:
-            raise ValueError(f"finish={self.finish!r}; one of {FINISH_REASONS}")
+        known = finish_reasons()
+        if self.finish not in known:
+            raise ValueError(f"finish={self.finish!r}; one of {known} (a method declares its "
+                             f"own in its profile's finish_reasons)")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,8 +96,11 @@ def record(finish: str, prompt_tokens: int, output_tokens: int, *, truncated: bo
                             empty).as_dict()
 
 
-def summarize(samples: Iterable[Mapping[str, Any]]) -> dict[str, float]:
-    """Row columns from the samples' `generation` and `diag` mappings (see module doc)."""
+def summarize(samples: Iterable[Mapping[str, Any]],
+              reasons: Sequence[str] | None = None) -> dict[str, float]:
+    """Row columns from the samples' `generation` and `diag` mappings (see module doc);
+    `reasons`: the finish reasons counted (None: every declared one)."""
+    reasons = finish_reasons() if reasons is None else tuple(reasons)
     stages: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
     diags: dict[str, list[float]] = defaultdict(list)
     for s in samples:
@@ -82,16 +111,17 @@ def summarize(samples: Iterable[Mapping[str, Any]]) -> dict[str, float]:
                 diags[name].append(float(value))
     out: dict[str, float] = {}
     for stage, recs in sorted(stages.items()):
-        out.update(_stage_rates(stage, recs))
+        out.update(_stage_rates(stage, recs, reasons))
     for name, values in sorted(diags.items()):
         out[f"diag_{name}"] = sum(values) / len(values)
     return out
 
 
-def _stage_rates(stage: str, recs: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+def _stage_rates(stage: str, recs: Sequence[Mapping[str, Any]],
+                 reasons: Sequence[str]) -> dict[str, float]:
     n = len(recs)
     out = {f"gen_{stage}_{reason}": sum(r.get("finish") == reason for r in recs) / n
-           for reason in FINISH_REASONS}
+           for reason in reasons}
     out[f"gen_{stage}_empty"] = sum(bool(r.get("empty")) for r in recs) / n
     out[f"gen_{stage}_truncated"] = sum(bool(r.get("truncated")) for r in recs) / n
     out[f"gen_{stage}_output_tokens"] = sum(int(r.get("output_tokens") or 0) for r in recs) / n

@@ -8,12 +8,15 @@ A method package (In-Context RALM, RICHES, FilCo, or a fourth paper living anywh
     mymethod = "mymethod.profile:PROFILE"
 
 The core finds every registered profile with `importlib.metadata` (`registered`) and loops
-over them: `ragrepro plan` sizes a cell with the `plan` hook of the profiles whose packages
-the cell's `_target_`s name, the rehearsal caps the `generation_keys` and calls the
-`training_caps` / `fixture_locations` / `coverage` hooks, the command-line check knows the
-`config_groups`, and Hydra searches the `conf_dir` after conf/ (the search-path plugin
-`hydra_plugins/ragrepro_methods`). So the core holds no method's key names: they live in the
-method's own profile (docs/extending.md, "A method", walks through a toy fourth method).
+over them: `ragrepro plan` sizes a cell with the `planner` hooks of the profiles whose
+packages the cell's `_target_`s name, the rehearsal caps the `rehearsal.generation_keys` and
+calls its `training_caps` / `fixture_locations` / `coverage` hooks, the command-line check
+knows the `config_groups`, the metric registry (ragrepro.metrics.registry) adds the
+`metrics`, the generation diagnostics (ragrepro.generation) the `finish_reasons`, the report
+the `sample_fields`, `flags` and `dashboard_settings`, and Hydra searches the `conf_dir` after
+conf/ (the search-path plugin `hydra_plugins/ragrepro_methods`). So the core holds no method's
+key names: they live in the method's own profile (docs/extending.md, "A method", walks
+through a toy fourth method).
 
 This module holds the profile type, the registry and the records the hooks return; it imports
 nothing of the core's but the errors, so every core module may import it.
@@ -38,10 +41,6 @@ ENTRY_POINT_GROUP = "ragrepro.methods"
 GB = 1024 ** 3
 BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 TOKENS_PER_WORD = 1.2   # assumed subword tokens per WikiText-103 word
-# Evaluation sizes (examples; WikiText-103: words) of the splits the paper configs read.
-EVAL_SIZE = {"wikitext-103": 245_569, "nq-open": 3_610, "nq-open-dpr": 3_610,
-             "triviaqa": 11_313, "triviaqa-dpr": 11_313, "hotpotqa": 7_405, "musique": 2_417,
-             "fever": 10_444, "wow": 3_054, "eli5": 1_507}
 
 
 # -- what a plan hook returns ---------------------------------------------------------------
@@ -78,11 +77,14 @@ class IndexPlan:
 @dataclass(frozen=True)
 class Sizing:
     """How much one cell computes through its main model: the tokens of every forward pass,
-    the longest sequence (for the activation estimate) and the sequences per batch."""
+    the longest sequence (for the activation estimate) and the sequences per batch.
+    `scored_tokens`: the positions whose vocabulary logits are computed (language modelling
+    scores a window's new tokens only); None: every forward token's."""
 
     forward_tokens: int
     seq_len: int
     batch: int
+    scored_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -136,6 +138,73 @@ IdViewHook = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True)
+class FinishReason:
+    """One way a generation can end (ragrepro.generation), declared by the method that
+    produces it; the core declares eos, stop and length. `normal`: a model or caller ending
+    the answer on purpose (False: it was cut off, as by the budget)."""
+
+    name: str
+    means: str
+    normal: bool = True
+
+
+@dataclass(frozen=True)
+class FlagDecl:
+    """One flag rule a method adds to conf/report/flags.yaml's (ragrepro.report.flags): rows
+    whose columns matching `columns` reach `at_least` are flagged `name`."""
+
+    name: str
+    columns: str
+    at_least: float
+    means: str
+
+    def __post_init__(self) -> None:
+        if not 0 < self.at_least <= 1:
+            raise ConfigError(f"Flag {self.name!r}: at_least={self.at_least!r}; give a share "
+                              f"in (0, 1], e.g. 0.10 for 10%.")
+
+
+@dataclass(frozen=True)
+class PlannerHooks:
+    """What `ragrepro plan` asks of a method.
+
+    plan               models, files, indexes, sizing and decoding of a cell (None: the
+                       core's generic estimate)
+    untimed_training   words for the plan's note that this training is not in the time
+    eval_sizes         {dataset name: evaluation size} of the splits the method's paper
+                       configs read (examples; language modelling: words), which the sizing
+                       helpers below read; two methods naming one dataset must agree
+    """
+
+    plan: PlanHook | None = None
+    untimed_training: str = ""
+    eval_sizes: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RehearsalHooks:
+    """What the rehearsal (scripts/rehearse.py, ragrepro.rehearsal) asks of a method.
+
+    generation_keys    dotted keys of generation budgets (max new tokens) it caps
+    training_caps      {dotted key: capped value} of the method's training
+    fixture_locations  {dotted key: fixture path} for the files a cell lacks
+    coverage           why a finished cell proves too little ('' when fine); receives the
+                       composed cell config and its metrics.json `metrics` (None: no file)
+    fixture_titles     embedded article titles its fixtures must include
+    write_fixtures     writes the method's own fixture files under the fixture root from
+                       the fixture articles ((title, text) pairs; the core's datasets use the
+                       first rows-per-split of them)
+    """
+
+    generation_keys: tuple[str, ...] = ()
+    training_caps: TrainingHook | None = None
+    fixture_locations: LocationHook | None = None
+    coverage: CoverageHook | None = None
+    fixture_titles: Callable[[], list[str]] | None = None
+    write_fixtures: Callable[[Path, Sequence[tuple[str, str]], int], None] | None = None
+
+
+@dataclass(frozen=True)
 class MethodProfile:
     """What the core asks of one method. Only `name` and `packages` are required: a hook that
     is None means the method has nothing to add there (the core's generic behaviour holds).
@@ -145,24 +214,25 @@ class MethodProfile:
     config_nodes       top-level config nodes the method owns (`ralm`, `qa`, `reranker`):
                        the core must not name them (tests/core/test_method_plugin.py)
     conf_dir           a conf folder searched after conf/ (a plug-in's experiments, groups,
-                       report specs); None when the method's YAML lives in conf/
+                       report specs: `<package>/conf` for the built-in methods); None: none
     config_groups      config groups the command-line check verifies (`riches/method`)
-    generation_keys    dotted keys of generation budgets (max new tokens) the rehearsal caps
-    plan               `ragrepro plan`: models, files, indexes and sizing of a cell
-    training_caps      the rehearsal: {dotted key: capped value} of the method's training
-    fixture_locations  the rehearsal: {dotted key: fixture path} for the files it lacks
-    coverage           the rehearsal: why a finished cell proves too little ('' when fine)
-    untimed_training   words for the plan's note that this training is not in the time
     id_view            the run id: maps a resolved config to the form that is hashed, so a
                        setting that became a component keeps the id its plain name had
-    metrics            ragrepro.metrics.registry.MetricInfo of the columns only this method
-                       writes (label, direction, resampling units), described on first use
+    metrics            ragrepro.metrics.registry.Metric of the columns only this method
+                       writes (function, label, direction, resampling units), registered on
+                       first lookup
     split_settings     result columns of this method that silently change a number: a plot
                        whose runs differ in one draws a line per value (ragrepro.report.plots)
-    fixture_titles     the rehearsal: embedded article titles its fixtures must include
-    write_fixtures     the rehearsal: writes the method's own fixture files under the fixture
-                       root from the fixture articles ((title, text) pairs; the core's
-                       datasets use the first rows-per-split of them)
+    finish_reasons     FinishReason of the ways its generations end beyond the core's
+                       eos / stop / length (a `gen_<stage>_<name>` rate column each)
+    sample_fields      {role: field names} its samples.jsonl records use, appended to
+                       conf/report/samples.yaml's lists for `ragrepro samples`
+    flags              FlagDecl rules over its own diagnostic columns (`diag_<name>`),
+                       after conf/report/flags.yaml's
+    dashboard_settings recorded settings its sweeps vary: dashboard runs-table columns
+                       after conf/report/dashboard.yaml's sweep_settings
+    planner            PlannerHooks: what `ragrepro plan` asks
+    rehearsal          RehearsalHooks: what the rehearsal asks
     """
 
     name: str
@@ -170,32 +240,43 @@ class MethodProfile:
     config_nodes: tuple[str, ...] = ()
     conf_dir: Path | None = None
     config_groups: tuple[str, ...] = ()
-    generation_keys: tuple[str, ...] = ()
-    plan: PlanHook | None = None
-    training_caps: TrainingHook | None = None
-    fixture_locations: LocationHook | None = None
-    coverage: CoverageHook | None = None
-    untimed_training: str = ""
     id_view: IdViewHook | None = None
     metrics: tuple[Any, ...] = ()
     split_settings: tuple[str, ...] = ()
-    fixture_titles: Callable[[], list[str]] | None = None
-    write_fixtures: Callable[[Path, Sequence[tuple[str, str]], int], None] | None = None
+    finish_reasons: tuple[FinishReason, ...] = ()
+    sample_fields: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    flags: tuple[FlagDecl, ...] = ()
+    dashboard_settings: tuple[str, ...] = ()
+    planner: PlannerHooks = field(default_factory=PlannerHooks)
+    rehearsal: RehearsalHooks = field(default_factory=RehearsalHooks)
 
 
 # -- sizing helpers for a plan hook (dataset facts, no method's) ----------------------------------
-def eval_examples(cfg: DictConfig) -> int:
+def eval_size(dataset: str | None, profiles: Iterable[MethodProfile] | None = None) -> int:
+    """The evaluation size of `dataset` the methods declare (their planners' `eval_sizes`:
+    the splits their paper configs read); 0 when none does. Two methods that give one
+    dataset different sizes is a ConfigError."""
+    sizes = {p.name: p.planner.eval_sizes[dataset]
+             for p in (registered() if profiles is None else profiles)
+             if dataset in p.planner.eval_sizes}
+    if len(set(sizes.values())) > 1:
+        raise ConfigError(f"Methods disagree on the evaluation size of {dataset}: {sizes}. "
+                          f"Correct the wrong profile's planner eval_sizes.")
+    return next(iter(sizes.values()), 0)
+
+
+def eval_examples(cfg: DictConfig, profiles: Iterable[MethodProfile] | None = None) -> int:
     """Examples (QA) or words (language modelling) the cell evaluates: its split's size,
     capped by `limit`."""
-    n = EVAL_SIZE.get(OmegaConf.select(cfg, "dataset.name", default=None), 0)
+    n = eval_size(OmegaConf.select(cfg, "dataset.name", default=None), profiles)
     limit = OmegaConf.select(cfg, "limit", default=None)
     return min(n, int(limit)) if limit else n
 
 
-def eval_tokens(cfg: DictConfig) -> int:
+def eval_tokens(cfg: DictConfig, profiles: Iterable[MethodProfile] | None = None) -> int:
     """Subword tokens of the cell's evaluation text (language modelling: words x
     TOKENS_PER_WORD; `limit` counts documents there, so it does not cap these)."""
-    return int(EVAL_SIZE.get(OmegaConf.select(cfg, "dataset.name", default=None), 0)
+    return int(eval_size(OmegaConf.select(cfg, "dataset.name", default=None), profiles)
                * TOKENS_PER_WORD)
 
 
@@ -228,6 +309,12 @@ def profiles_from(entries: Iterable[importlib.metadata.EntryPoint]) -> tuple[Met
         if profile.name in found and found[profile.name] != profile:
             raise ConfigError(f"Two method profiles are called {profile.name!r} (entry point "
                               f"{entry.value}): rename one.")
+        for part, kind in (("planner", PlannerHooks), ("rehearsal", RehearsalHooks)):
+            if not isinstance(getattr(profile, part), kind):
+                raise ConfigError(f"Method {profile.name}: {part}= is a "
+                                  f"{type(getattr(profile, part)).__name__}, not a "
+                                  f"ragrepro.methods.{kind.__name__}: build it as "
+                                  f"{part}={kind.__name__}(...).")
         if profile.conf_dir is not None and not Path(profile.conf_dir).is_dir():
             raise ConfigError(f"Method {profile.name}: conf_dir={profile.conf_dir} is not a "
                               f"folder: point it at the method's conf folder, or use None.")

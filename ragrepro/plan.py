@@ -40,12 +40,20 @@ from .methods import (  # the hook records, importable from here as before
     MethodProfile,
     ModelPlan,
     PlanExtras,
+    Sizing,
     eval_examples,
     generic_sizing,
     profiles_of,
     registered,
 )
-from .models.archs import ARCHS, count_parameters, hub_config, hub_model, model_dims
+from .models.archs import (
+    ARCHS,
+    count_parameters,
+    hub_config,
+    hub_model,
+    matmul_parameters,
+    model_dims,
+)
 from .models.lm import effective_dtype
 from .paths import CONF_DIR
 from .retrieval.dense import encoder_dim
@@ -159,6 +167,21 @@ def compute_seconds(params: int, tokens: float, flops: float) -> float:
     return 2.0 * params * tokens / flops
 
 
+def scoring_seconds(body: int, head: int, tokens: float, scored: float, flops: float) -> float:
+    """A compute-bound pass that runs the layers (`body` parameters) at every one of `tokens`
+    positions and the vocabulary head (`head` parameters) at `scored` of them only, as
+    ragrepro.models.lm does when it scores a window's new tokens: 2 FLOPs a parameter."""
+    return 2.0 * (body * tokens + head * scored) / flops
+
+
+def lm_matmuls(m: ModelPlan) -> tuple[int, int]:
+    """(body, head) parameters of a hub LM (ragrepro.models.archs.matmul_parameters); a model
+    without architecture sizes counts every parameter at every position (head 0)."""
+    if m.source not in ARCHS:
+        return m.params, 0
+    return matmul_parameters(m.source, hub_model(m.source).architecture)
+
+
 def decode_step_seconds(weight_bytes: float, kv_bytes: float, params: int, sequences: int,
                         device: Device) -> float:
     """One decoding step of `sequences` (batch x beam) sequences: the weights read once for
@@ -216,6 +239,7 @@ class CellPlan:
     indexes: list[IndexPlan] = field(default_factory=list)
     generated_tokens: int = 0  # of forward_tokens, decoded one step at a time
     decode_s: float = 0.0      # their memory-bound time (decode_seconds)
+    prefill_s: float | None = None  # the rest's compute-bound time; None: at tok_per_s
 
     @property
     def total_gb(self) -> float:
@@ -234,7 +258,10 @@ class CellPlan:
 
     @property
     def compute_s(self) -> float:
-        """Prefill and scoring: the tokens not decoded step by step, at tok_per_s."""
+        """Prefill and scoring: the tokens not decoded step by step (their FLOPs, or at a
+        given tok_per_s)."""
+        if self.prefill_s is not None:
+            return self.prefill_s
         rest = self.forward_tokens - self.generated_tokens
         return rest / self.tok_per_s if self.tok_per_s else 0.0
 
@@ -314,9 +341,9 @@ def method_extras(cfg: DictConfig, tflops: float = TFLOPS,
     sizing given wins)."""
     out = PlanExtras()
     for profile in profiles_of(cfg, profiles):
-        if profile.plan is None:
+        if profile.planner.plan is None:
             continue
-        extra = profile.plan(cfg, tflops)
+        extra = profile.planner.plan(cfg, tflops)
         out.models += extra.models
         out.files += extra.files
         out.indexes += extra.indexes
@@ -471,8 +498,18 @@ def plan_cell(cfg: DictConfig, cell: str, gpu_gb: float | None, gpus: int,
         generated = min(decoding.generated_tokens, size.forward_tokens)
         kv = kv_bytes_per_token(lm.layers, kv_dim_of(lm.source), BYTES[lm.dtype])
         decode_s = decode_seconds(decoding, lm.params * BYTES[lm.dtype], kv, lm.params, device)
+    prefill_s = None if tok_per_s or lm is None else prefill_seconds(lm, size, generated, device)
     return CellPlan(cell, models, act, gpu_gb, gpus, disk, needed_files(cfg) + extras.files,
-                    size.forward_tokens, speed, indexes, generated, decode_s)
+                    size.forward_tokens, speed, indexes, generated, decode_s, prefill_s)
+
+
+def prefill_seconds(lm: ModelPlan, size: Sizing, generated: int, device: Device) -> float:
+    """The forward tokens not decoded step by step, compute-bound: the layers at each, the
+    vocabulary head where the sizing says logits are computed (every such token otherwise)."""
+    rest = size.forward_tokens - generated
+    scored = rest if size.scored_tokens is None else min(size.scored_tokens, rest)
+    body, head = lm_matmuls(lm)
+    return scoring_seconds(body, head, rest, scored, device.flops)
 
 
 def _num(x: float) -> str:
@@ -521,8 +558,8 @@ def decoding_note(p: CellPlan) -> str:
 
 def untimed_training(profiles: Sequence[MethodProfile] | None = None) -> str:
     """'training (A, B) not in the time; ' for the methods that train, or ''."""
-    words = [p.untimed_training for p in (registered() if profiles is None else profiles)
-             if p.untimed_training]
+    chosen = registered() if profiles is None else profiles
+    words = [p.planner.untimed_training for p in chosen if p.planner.untimed_training]
     return f"training ({', '.join(words)}) not in the time; " if words else ""
 
 
@@ -612,9 +649,11 @@ def plan_text(overrides: list[str], multirun: bool, gpu_mem: float | None = None
     # the note names the training of the planned cells' methods only, not of every method
     planned = [p for p in registered() if any(p in profiles_of(cfg) for cfg in cfgs)]
     note = (f"prefill and scoring at {tok_per_s:,.0f} tokens/s (given)" if tok_per_s else
-            f"prefill and scoring compute-bound: tokens/s = {device.flops / 1e12:.3g} "
-            f"TFLOP/s / (2 x LM params), one device's worth (model parallelism with "
-            f"device_map adds memory, not speed)")
+            f"prefill and scoring compute-bound at {device.flops / 1e12:.3g} TFLOP/s: "
+            f"2 FLOPs a token for each parameter of the LM's layers, and for each of its "
+            f"vocabulary head only where logits are computed (language modelling: the scored "
+            f"tokens), one device's worth (model parallelism with device_map adds memory, "
+            f"not speed)")
     source = "given" if gpu_mem else ("detected" if detected else "none detected")
     return f"GPU memory: {_num(gpu_gb) if gpu_gb else '-'} GB x {n} ({source})\n\n" + \
         render(plans, note, device, planned)

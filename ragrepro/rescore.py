@@ -46,7 +46,7 @@ import logging
 import string
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,8 +55,8 @@ from . import attest, runlock
 from .errors import ConfigError, DataError, did_you_mean
 from .hashing import hash_obj
 from .io import atomic_write_text
-from .metrics.qa import _f1_from_bags, normalize_filco_code, normalize_squad
-from .metrics.registry import METRICS, get_metric
+from .metrics.qa import f1_from_bags, normalize_squad
+from .metrics.registry import AnswerForm, computable, get_metric, metric_table
 from .paths import results_dir
 from .report.attest_cli import finished_runs
 from .run_files import read_metrics, read_records
@@ -84,13 +84,47 @@ def _squad_keep_articles(text: str) -> str:
     return " ".join("".join(ch for ch in text.lower() if ch not in string.punctuation).split())
 
 
-NORMALIZATIONS: dict[str, Callable[[str], str]] = {
+class _Registered(Mapping):
+    """A read-only mapping computed from the metric registry on each use: a method's metrics
+    (and their normalisations) are registered through its profile, after this module loads."""
+
+    def __init__(self, build: Callable[[], Mapping[str, Any]]):
+        self._build = build
+
+    def __getitem__(self, key: str) -> Any:
+        return self._build()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._build())
+
+    def __len__(self) -> int:
+        return len(self._build())
+
+
+# The core's normalisations; a registered answer metric adds its own (`rescore.native`, e.g.
+# FilCo's `filco_code`: lower, no articles, punctuation kept).
+CORE_NORMALIZATIONS: dict[str, Callable[[str], str]] = {
     "squad": normalize_squad,              # lower, no punctuation, no a/an/the (SQuAD, RALM)
-    "filco_code": normalize_filco_code,    # FilCo eval.py: lower, no articles, punctuation kept
     "squad_keep_articles": _squad_keep_articles,  # SQuAD's, a/an/the kept
     "lowercase": _lowercase,
     "whitespace": _whitespace,
 }
+
+
+def answer_metrics() -> dict[str, AnswerForm]:
+    """The registered metrics rescoring recomputes from `prediction`/`prompt` and `answers`."""
+    return {n: m.rescore for n, m in metric_table().items() if m.rescore is not None}
+
+
+def normalizations() -> dict[str, Callable[[str], str]]:
+    """The core's normalisations, then the registered answer metrics' own."""
+    out = dict(CORE_NORMALIZATIONS)
+    for form in answer_metrics().values():
+        out.setdefault(form.native, form.normalize)
+    return out
+
+
+NORMALIZATIONS: Mapping[str, Callable[[str], str]] = _Registered(normalizations)
 
 
 def em_with(norm: Callable[[str], str]) -> Callable[[str, Sequence[str]], float]:
@@ -106,7 +140,7 @@ def token_f1_with(norm: Callable[[str], str]) -> Callable[[str, Sequence[str]], 
     def f1(prediction: str, answers: Sequence[str]) -> float:
         def one(answer: str) -> float:
             pred, gold = norm(prediction).split(), norm(answer).split()
-            return 1.0 if not pred and not gold else _f1_from_bags(pred, gold)
+            return 1.0 if not pred and not gold else f1_from_bags(pred, gold)
         return max((one(a) for a in answers), default=0.0)
     return f1
 
@@ -114,7 +148,7 @@ def token_f1_with(norm: Callable[[str], str]) -> Callable[[str, Sequence[str]], 
 def char_f1_with(norm: Callable[[str], str]) -> Callable[[str, Sequence[str]], float]:
     """Character-bag F1 of the normalised strings (FilCo eval.py's), max over gold answers."""
     def f1(prediction: str, answers: Sequence[str]) -> float:
-        return max((_f1_from_bags(list(norm(prediction)), list(norm(a))) for a in answers),
+        return max((f1_from_bags(list(norm(prediction)), list(norm(a))) for a in answers),
                    default=0.0)
     return f1
 
@@ -127,28 +161,11 @@ def has_answer_with(norm: Callable[[str], str]) -> Callable[[str, Sequence[str]]
     return has
 
 
-@dataclass(frozen=True)
-class AnswerMetric:
-    """A registry answer metric as rescoring reads it: its family (the kernel that takes a
-    normalisation), the normalisation its registry function applies, and the sample field
-    holding the scored text (the gold answers are always `answers`)."""
-
-    family: str
-    native: str
-    text_field: str
-
-
 FAMILIES: dict[str, Callable[[Callable[[str], str]], Callable[[str, Sequence[str]], float]]] = {
     "em": em_with, "f1": token_f1_with, "f1_char": char_f1_with, "accuracy": em_with,
     "has_answer": has_answer_with}
-ANSWER_METRICS: dict[str, AnswerMetric] = {
-    "em_squad": AnswerMetric("em", "squad", "prediction"),
-    "em_filco_code": AnswerMetric("em", "filco_code", "prediction"),
-    "f1_squad": AnswerMetric("f1", "squad", "prediction"),
-    "f1_char_filco_code": AnswerMetric("f1_char", "filco_code", "prediction"),
-    "accuracy": AnswerMetric("accuracy", "squad", "prediction"),
-    "has_answer": AnswerMetric("has_answer", "squad", "prompt"),
-}
+# metric -> how rescoring recomputes it (ragrepro.metrics.registry.AnswerForm)
+ANSWER_METRICS: Mapping[str, AnswerForm] = _Registered(answer_metrics)
 # metric -> the metrics.json count it divides the summed NLL by (ralm.lm_eval.aggregate)
 PERPLEXITY_COUNTS: dict[str, str] = {"ppl_token": "n_tokens", "ppl_word": "n_words"}
 GOLD_FIELD = "answers"
@@ -217,7 +234,7 @@ def check_metric(name: str) -> None:
     if name in NOT_RESCORABLE:
         raise ConfigError(f"--metric {name}: cannot be recomputed from saved samples "
                           f"({NOT_RESCORABLE[name]}). Rescorable: {', '.join(rescorable())}.")
-    known = sorted({*METRICS, *rescorable()})
+    known = sorted({*computable(), *rescorable()})
     raise ConfigError(f"--metric {name!r}: unknown metric.{did_you_mean(name, known)} "
                       f"Rescorable: {', '.join(rescorable())}.")
 

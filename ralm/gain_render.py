@@ -40,7 +40,7 @@ def paper_ppl(spec: dict[str, Any], model: str, rerank: str) -> float:
     n = lookup(look.pop("paper"), look.pop("table"), model=model, retrieval=col["retrieval"],
                rerank=col["rerank"], **look)
     if n.value is None:
-        raise DataError(f"{n.source} has no value in conf/report/paper/{n.paper}.yaml.")
+        raise DataError(f"{n.source} has no value in {n.paper}/conf/report/paper/{n.paper}.yaml.")
     return n.value
 
 

@@ -1,7 +1,7 @@
 """Rows of the `ralm.table1` results table (RALM Table 1): one row per finished run, its
 perplexities with 95% CIs and its paired gain over the reference (no-retrieval) run with the
 same settings. Order, labels and model sizes come from the spec (the `results:` part of
-conf/report/tables/ralm/table1.yaml)."""
+ralm/conf/report/tables/ralm/table1.yaml)."""
 from __future__ import annotations
 
 from pathlib import Path

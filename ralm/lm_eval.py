@@ -1,7 +1,7 @@
 """Pipeline `ralm.lm_eval.run`: In-Context RALM perplexity with optional retrieval and
 reranking (paper §3-§6; official eval_lm.py + prepare_retrieval_data.py).
 
-Hydra builds its inputs (conf/ralm/base.yaml `pipeline:`): the evaluated LM, the texts, the
+Hydra builds its inputs (ralm/conf/ralm/base.yaml `pipeline:`): the evaluated LM, the texts, the
 typed `ralm` settings and, unbuilt (ragrepro.deferred), the parts only some cells use: the
 corpus and retriever, a second scoring LM, the reranker's labelling LM and the dataset config.
 Per window it appends one record to samples.jsonl (the resume checkpoint) and per retrieval

@@ -9,7 +9,6 @@ text never reached a window with a document.
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,8 @@ from ragrepro.methods import (
     Decoding,
     MethodProfile,
     PlanExtras,
+    PlannerHooks,
+    RehearsalHooks,
     Sizing,
     TrainingBudget,
     eval_examples,
@@ -30,8 +31,12 @@ from ragrepro.methods import (
 )
 
 from .rerank import Rerank, not_a_variant
+from .windows import expected_window_count
 
 FORBIDDEN_TITLES_FIXTURE = Path("ralm") / "wikitext103_forbidden_titles.txt"
+# Evaluation sizes of the splits RALM's paper configs read: WikiText-103 test in words (the
+# language-modelling figures and tables), the DPR files' test questions (QA, Table 4).
+EVAL_SIZES = {"wikitext-103": 245_569, "nq-open-dpr": 3_610, "triviaqa-dpr": 11_313}
 
 
 def _sel(cfg: DictConfig, key: str, default: Any = None) -> Any:
@@ -64,9 +69,16 @@ def id_view(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 def lm_forward_tokens(tokens: int, stride: int, max_length: int, passes: int) -> int:
-    """Language modelling: ceil(tokens / stride) windows of max_length tokens, `passes` LM
-    passes each (k when the variant LM-ranks k candidates)."""
-    return math.ceil(tokens / stride) * max_length * passes
+    """Language modelling: the engine's windows (ralm.windows.expected_window_count: the first
+    of max_length tokens, then one every stride) of max_length tokens, `passes` LM passes
+    each (k when the variant LM-ranks k candidates)."""
+    return expected_window_count(tokens, max_length, stride) * min(max_length, tokens) * passes
+
+
+def lm_scored_tokens(tokens: int, passes: int) -> int:
+    """Positions whose vocabulary logits a language-modelling cell computes: every token but
+    the first is scored once, in each of the window's `passes`."""
+    return max(tokens - 1, 0) * passes
 
 
 def is_lm_cell(cfg: DictConfig) -> bool:
@@ -74,7 +86,7 @@ def is_lm_cell(cfg: DictConfig) -> bool:
 
 
 def sizing(cfg: DictConfig) -> Sizing:
-    """Language modelling: ceil(tokens / stride) windows of max_length tokens, times the LM
+    """Language modelling: the engine's windows of max_length tokens, times the LM
     passes the rerank variant makes per window (k when it LM-ranks the candidates); QA:
     examples x (num_docs x 160 + 64 + max_new_tokens). A language-modelling cell scores one
     window at a time (batch 1)."""
@@ -82,14 +94,17 @@ def sizing(cfg: DictConfig) -> Sizing:
         # k as configured: read only by a variant that LM-ranks its candidates
         v = rerank_of(cfg)
         passes = v.candidates(_sel(cfg, "ralm.k", 1)) if v is not None else 1
-        tokens = lm_forward_tokens(eval_tokens(cfg), int(_sel(cfg, "ralm.stride")),
+        n = eval_tokens(cfg)
+        tokens = lm_forward_tokens(n, int(_sel(cfg, "ralm.stride")),
                                    int(_sel(cfg, "ralm.max_length", 1024)), passes)
+        scored: int | None = lm_scored_tokens(n, passes)
     else:
+        scored = None
         tokens = qa_forward_tokens(cfg, int(_sel(cfg, "qa.num_docs", 0) or 1),
                                    int(_sel(cfg, "qa.max_new_tokens", 0) or 32))
     batch = 1 if _sel(cfg, "ralm") is not None else \
         int(_sel(cfg, "qa.batch_size") or _sel(cfg, "batch_size") or 1)
-    return Sizing(tokens, int(_sel(cfg, "ralm.max_length") or 2048), batch)
+    return Sizing(tokens, int(_sel(cfg, "ralm.max_length") or 2048), batch, scored)
 
 
 def decoding(cfg: DictConfig) -> Decoding | None:
@@ -155,16 +170,20 @@ PROFILE = MethodProfile(
     name="ralm",
     packages=("ralm",),
     config_nodes=("ralm", "qa", "reranker", "scorer", "label_model"),
-    conf_dir=None,  # conf/ralm, conf/reranker, conf/scorer live in the repository's conf/
+    conf_dir=Path(__file__).parent / "conf",  # its experiments, groups and report specs
     config_groups=("scorer", "reranker", "ralm/rerank"),
-    generation_keys=("qa.max_new_tokens",),
-    plan=plan,
-    training_caps=training_caps,
-    fixture_locations=fixture_locations,
-    write_fixtures=write_fixtures,
-    coverage=coverage,
-    untimed_training="reranker",
     id_view=id_view,
+    # perplexity windows: window / text / query / doc_title; QA: doc_titles and `em` (the
+    # official eval_qa.py name)
+    sample_fields={"id": ("window",), "group": ("text",), "question": ("query",),
+                   "evidence": ("doc_titles", "doc_title"), "score": ("em",)},
+    dashboard_settings=("rerank", "stride", "retrieval_stride", "query_len", "k", "num_docs"),
+    planner=PlannerHooks(plan=plan, untimed_training="reranker", eval_sizes=EVAL_SIZES),
+    rehearsal=RehearsalHooks(generation_keys=("qa.max_new_tokens",),
+                             training_caps=training_caps,
+                             fixture_locations=fixture_locations,
+                             write_fixtures=write_fixtures,
+                             coverage=coverage),
     # the word-count rule of word-level perplexity (and the row's older column name)
     split_settings=("word_count", "word_count_rule"),
 )

@@ -142,7 +142,7 @@ def documents(run: Run, records: Sequence[QARecord], qa: QASettings, corpus: Def
 # ---- the pipeline --------------------------------------------------------------------
 def run(run: Run, *, lm: LM, records: list[QARecord], settings: QASettings,
         corpus: Deferred, retriever: Deferred) -> Result:
-    """The pipeline (`pipeline._target_: ralm.qa.run`, wired in conf/ralm/qa.yaml)."""
+    """The pipeline (`pipeline._target_: ralm.qa.run`, wired in ralm/conf/ralm/qa.yaml)."""
     qa = settings
     check_qa_budget(lm, qa)
     source, docs, extra_settings = documents(run, records, qa, corpus, retriever)

@@ -1,8 +1,8 @@
 """Choosing one document among the top-k retrieved (paper §6; reference §3.5): the variants of
 `ralm.rerank`, one small class each, and the choice rules they use.
 
-Variants (the config group `ralm/rerank=<name>`, conf/ralm/rerank/<name>.yaml, whose option sets
-`ralm.rerank: {_target_: ralm.rerank.<Class>}`; the name is the row's `rerank` column):
+Variants (the config group `ralm/rerank=<name>`, ralm/conf/ralm/rerank/<name>.yaml, whose option
+sets `ralm.rerank: {_target_: ralm.rerank.<Class>}`; the name is the row's `rerank` column):
 - `none`: no retrieval at all (the "no retrieval" rows).
 - `first`: the retriever's top hit (no reranking).
 - `random`: uniform among the top k, from a generator seeded by (seed, retrieval index), so a
@@ -16,7 +16,7 @@ Variants (the config group `ralm/rerank=<name>`, conf/ralm/rerank/<name>.yaml, w
 
 The pipeline asks a variant what it needs (documents? a search? an LM ranking pass? a trained
 reranker?) and never compares its name: a new variant is a class here, its name in `VARIANTS`
-and an option file in conf/ralm/rerank/. The run id hashes the variant by its name
+and an option file in ralm/conf/ralm/rerank/. The run id hashes the variant by its name
 (ralm/profile.py `id_view`), so the runs made when `ralm.rerank` was a plain string are reused.
 """
 from __future__ import annotations
@@ -125,7 +125,7 @@ def not_a_variant(value: Any) -> ConfigError:
     """The error for a `ralm.rerank` that is not a variant (e.g. the plain name the node held
     before it became a config group)."""
     return ConfigError(f"ralm.rerank={value!r} is not a rerank variant: choose one with the "
-                       f"config group, e.g. `ralm/rerank=zeroshot` (conf/ralm/rerank/: "
+                       f"config group, e.g. `ralm/rerank=zeroshot` (ralm/conf/ralm/rerank/: "
                        f"{', '.join(NAMES)}), not `ralm.rerank=zeroshot`.")
 
 

@@ -26,6 +26,7 @@ from ragrepro.hashing import hash_obj
 from ragrepro.io import atomic_write_json, read_json
 from ragrepro.paths import cache_dir
 
+from . import candidates
 from . import official_format as off
 from . import predictive as pr
 from .documents import doc_encoder, forbidden_titles, hit_dict
@@ -137,7 +138,7 @@ def make_examples(t: TrainingInputs, lm: LM, texts: list[LMDoc]) -> list[pr.Exam
     queries = [query_text(lm.decode(tk[slice(*query_span(b, int(r.query_len)))]),
                           bool(r.query_clean_spaces)) for _, tk, b in pending]
     # one extra hit, because the text's own article is dropped afterwards
-    hits = retriever.search(queries, k + 1, exclude_titles=banned)
+    hits = candidates.search(retriever, queries, k + 1, banned)
     encode_doc = doc_encoder(lm, int(r.doc_max_tokens), bool(lm.add_bos))
     rows, kept = [], []
     for (doc, toks, b), hs in zip(pending, hits):

@@ -1,12 +1,13 @@
 """Typed settings of the In-Context RALM pipelines, built by Hydra from the `_target_` of their
-YAML nodes: `ralm:` (conf/ralm/base.yaml), `qa:` (the QA experiments), `reranker:`
-(conf/reranker/*.yaml). No field has a default: the defaults live in the YAML only, so a
+YAML nodes: `ralm:` (ralm/conf/ralm/base.yaml), `qa:` (the QA experiments), `reranker:`
+(ralm/conf/reranker/*.yaml). No field has a default: the defaults live in the YAML only, so a
 renamed, misspelt or missing key fails when the pipeline is built (ragrepro.pipeline turns it
 into a ConfigError), not silently at run time."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from hydra.utils import instantiate
@@ -14,7 +15,6 @@ from omegaconf import OmegaConf
 
 from ragrepro.errors import ConfigError
 from ragrepro.metrics.perplexity import WORD_COUNT_RULES
-from ragrepro.paths import CONF_DIR
 from ragrepro.validate import limits
 
 from .rerank import Rerank, not_a_variant
@@ -33,7 +33,7 @@ def _one_of(key: str, value: Any, choices: tuple[str, ...]) -> None:
 
 @dataclass(frozen=True)
 class RalmSettings:
-    """`ralm.*`: language modelling with retrieval (paper §3-§6); see conf/ralm/base.yaml."""
+    """`ralm.*`: language modelling with retrieval (paper §3-§6); see ralm/conf/ralm/base.yaml."""
 
     max_length: int = field(metadata=limits(min=2, positions="model"))  # the LM's window
     stride: int = field(metadata=limits(min=1))  # and <= max_length - 1 (checked with the model)
@@ -133,16 +133,18 @@ class RunSettings:
         }
 
 
-RERANK_GROUP = CONF_DIR / "ralm" / "rerank"
+# The package's own conf folder (its profile's conf_dir): the option files live there.
+CONF = Path(__file__).parent / "conf"
+RERANK_GROUP = CONF / "ralm" / "rerank"
 
 
 def rerank_option(name: str) -> Rerank:
     """The variant the option `ralm/rerank=<name>` selects, read from its config group file
-    (conf/ralm/rerank/<name>.yaml), so scripts and tests choose variants as a run does."""
+    (ralm/conf/ralm/rerank/<name>.yaml), so scripts and tests choose variants as a run does."""
     path = RERANK_GROUP / f"{name}.yaml"
     if not path.is_file():
         options = sorted(p.stem for p in RERANK_GROUP.glob("*.yaml"))
-        raise ConfigError(f"ralm/rerank={name!r} is not an option of conf/ralm/rerank/; use "
+        raise ConfigError(f"ralm/rerank={name!r} is not an option of ralm/conf/ralm/rerank/; use "
                           f"one of {options}.")
     found = instantiate(OmegaConf.load(path).rerank)
     assert isinstance(found, Rerank), path
@@ -150,19 +152,19 @@ def rerank_option(name: str) -> Rerank:
 
 
 def _default_rerank() -> str:
-    """The ralm/rerank option conf/ralm/base.yaml's defaults list chooses."""
-    for entry in OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").defaults:
+    """The ralm/rerank option ralm/conf/ralm/base.yaml's defaults list chooses."""
+    for entry in OmegaConf.load(CONF / "ralm" / "base.yaml").defaults:
         if isinstance(entry, Mapping) and "/ralm/rerank" in entry:
             return str(entry["/ralm/rerank"])
-    raise ConfigError("conf/ralm/base.yaml chooses no /ralm/rerank option.")
+    raise ConfigError("ralm/conf/ralm/base.yaml chooses no /ralm/rerank option.")
 
 
 def settings_from_defaults(values: Mapping[str, Any], *, seed: int, batch_size: int,
                            model_adds_bos: bool) -> RunSettings:
     """RunSettings outside a composed config (tests, benchmarks, scripts): the `ralm` node of
-    conf/ralm/base.yaml, where the defaults live, with `values` over it; `rerank` is an
-    option name of conf/ralm/rerank/ (as on the command line) or a variant."""
-    node = OmegaConf.to_container(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm)
+    ralm/conf/ralm/base.yaml, where the defaults live, with `values` over it; `rerank` is an
+    option name of ralm/conf/ralm/rerank/ (as on the command line) or a variant."""
+    node = OmegaConf.to_container(OmegaConf.load(CONF / "ralm" / "base.yaml").ralm)
     assert isinstance(node, dict)
     node.pop("_target_", None)
     known = {f.name for f in fields(RalmSettings)}
@@ -178,7 +180,8 @@ def settings_from_defaults(values: Mapping[str, Any], *, seed: int, batch_size: 
 
 @dataclass(frozen=True)
 class QASettings:
-    """`qa.*`: open-domain QA (paper §5, official eval_qa.py); see conf/experiment/ralm/table4."""
+    """`qa.*`: open-domain QA (paper §5, official eval_qa.py); see
+    ralm/conf/experiment/ralm/table4."""
 
     num_docs: int = field(metadata=limits(min=0))  # documents in the prompt (0 = closed book)
     doc_source: str = field(metadata=limits(choices=DOC_SOURCES))  # dataset: the record's ctxs
@@ -213,7 +216,7 @@ class QASettings:
 
 @dataclass(frozen=True)
 class RerankerSettings:
-    """`reranker.*`: the predictive reranker's training (paper §6.2); see conf/reranker/.
+    """`reranker.*`: the predictive reranker's training (paper §6.2); see ralm/conf/reranker/.
     Its encoder is a composed conf/encoder node; its labelling LM is the top-level
     `label_model` node (absent: the evaluated LM)."""
 

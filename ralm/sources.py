@@ -17,6 +17,7 @@ from ragrepro.retrieval.base import Retriever
 from ragrepro.retrieval.neardup import NearDupFilter
 from ragrepro.tracking import Run
 
+from . import candidates
 from . import official_format as off
 from .documents import hit_dict
 from .engine import DocSource
@@ -42,7 +43,7 @@ class RetrieverSource:
     def docs(self, text_index: int, windows: Sequence[Window],
              queries: Sequence[str]) -> list[list[dict]]:
         fetch = self.k * 4 if self.near_dup is not None else self.k
-        hits = self.retriever.search(list(queries), fetch, exclude_titles=self.exclude)
+        hits = candidates.search(self.retriever, queries, fetch, self.exclude)
         out = [[hit_dict(h) for h in hs] for hs in hits]
         if self.near_dup is not None:
             out = [self.near_dup.keep(ds)[: self.k] for ds in out]

@@ -3,7 +3,7 @@
     ragrepro table ralm/table1 [--experiment ralm/table1_ladder]
     python -m ralm.table1 [experiment]          # the same results table (an alias)
 
-The spec conf/report/tables/ralm/table1.yaml (its `results:` part, `layout: ralm.table1`)
+The spec ralm/conf/report/tables/ralm/table1.yaml (its `results:` part, `layout: ralm.table1`)
 holds the row order, labels, model sizes and the paper's grid; the rows are built by
 ralm.gain_rows and rendered by ralm.gain_render. One row per run: runs that differ in any recorded setting are
 different rows, and the settings that tell rows of one (model, rerank) apart are shown as

@@ -15,7 +15,8 @@ from ragrepro.tracking import Run
 from .attribution import warn_if_missing
 from .settings import RichesSettings
 
-QA_PROMPTS = ("single_hop", "multi_hop")  # the shipped few-shot prompts (conf/riches/prompts)
+# the shipped few-shot prompts (riches/conf/riches/prompts)
+QA_PROMPTS = ("single_hop", "multi_hop")
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ def prompt_name(choice: str, prompts: Mapping[str, Any], records: Sequence[QARec
         names = [n for n in prompts if n != "propositions"]
         raise ConfigError(
             f"riches.prompt={choice!r}; choose auto or one of {names}. Your own prompt: put "
-            f"<name>.yaml under conf/riches/prompts/ (or a hydra.searchpath folder) and run "
+            f"<name>.yaml under riches/conf/riches/prompts/ (or a hydra.searchpath folder) and run "
             f"with +riches/prompts@riches.prompts.<name>=<name> riches.prompt=<name>.")
     return choice
 

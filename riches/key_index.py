@@ -41,7 +41,8 @@ def build_key_corpus(kc: KeySettings, docs: list[Passage], lm: LM,
                      generation_prompt: Mapping[str, Any]) -> tuple[KeyCorpus, dict[str, Any]]:
     """The keys of the index and their provenance (row columns). `prompt_cfgs`: the few-shot
     prompts whose hand-written propositions join an LM-derived index; `generation_prompt`:
-    the prompt that rewrites sentences into propositions (conf/riches/prompts/propositions)."""
+    the prompt that rewrites sentences into propositions
+    (riches/conf/riches/prompts/propositions)."""
     if kc.unit != "proposition":
         kcorp = cached_keys(kc.unit, docs)
         return kcorp, provenance(kcorp, "corpus", "all", None)

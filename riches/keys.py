@@ -84,7 +84,7 @@ def build_keys(key_type: str, docs: Sequence[Passage], title_sep: str = " | ",
     elif key_type == "proposition":
         if propositions is None:
             raise ConfigError("key type 'proposition' needs propositions: set riches.key."
-                              "paths (see conf/riches/keys/proposition.yaml).")
+                              "paths (see riches/conf/riches/keys/proposition.yaml).")
         for text, doc in propositions:
             add(text, doc)
     else:

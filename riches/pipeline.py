@@ -1,6 +1,6 @@
 """The RICHES experiment targets, one per variant of the main table (§5.4, §6.2).
 
-conf/riches/method/<variant>.yaml names one of them as the experiment's `pipeline` and the
+riches/conf/riches/method/<variant>.yaml names one of them as the experiment's `pipeline` and the
 components Hydra builds for it (the LM, the questions, the corpus, a retriever factory, the
 typed `riches:` settings), so `riches/method=dense_reader` chooses a variant:
 

@@ -15,12 +15,17 @@ from pathlib import Path
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from ragrepro.methods import MethodProfile, PlanExtras
-from ragrepro.metrics.registry import MetricInfo
-from ragrepro.paths import CONF_DIR
+from ragrepro.methods import (
+    FinishReason,
+    MethodProfile,
+    PlanExtras,
+    PlannerHooks,
+    RehearsalHooks,
+)
+from ragrepro.metrics.registry import Metric
 
 FACTOID_WIKI_FIXTURE = Path("riches") / "factoid-wiki.jsonl"
-PROMPT_DIR = CONF_DIR / "riches" / "prompts"  # the shipped few-shot prompts
+PROMPT_DIR = Path(__file__).parent / "conf" / "riches" / "prompts"  # the shipped few-shot prompts
 
 
 def plan(cfg: DictConfig, tflops: float) -> PlanExtras:
@@ -76,24 +81,36 @@ def write_fixtures(root: Path, articles: Sequence[tuple[str, str]], n_rows: int,
 
 # Ratios of two per-sample fields of RICHES's samples (resampled per question for their CIs).
 METRICS = (
-    MetricInfo("keys_per_answer", "keys_per_answer", resample="ratio", ratio=("n_keys", None)),
-    MetricInfo("verbatim_rate", "verbatim_rate", resample="ratio",
+    Metric("keys_per_answer", "keys_per_answer", resample="ratio", ratio=("n_keys", None)),
+    Metric("verbatim_rate", "verbatim_rate", resample="ratio",
                ratio=("keys_verbatim", "n_keys")),
-    MetricInfo("seconds_per_question", "seconds_per_question", higher_is_better=False,
+    Metric("seconds_per_question", "seconds_per_question", higher_is_better=False,
                resample="ratio", ratio=("seconds", None)),
 )
+
+# A generation ended by closing a key (a constrained decode that stops at the key's end
+# marker): a `gen_<stage>_key_closed` rate column beside the core's eos / stop / length.
+FINISH_REASONS = (
+    FinishReason("key_closed", "the constrained decode stopped when a retrieval key closed"),
+)
+# Evaluation sizes (examples) of the splits RICHES's paper configs read.
+EVAL_SIZES = {"nq-open": 3_610, "hotpotqa": 7_405, "musique": 2_417}
 
 PROFILE = MethodProfile(
     name="riches",
     packages=("riches",),
     config_nodes=("riches",),
-    conf_dir=None,  # conf/riches lives in the repository's conf/
+    conf_dir=Path(__file__).parent / "conf",  # its experiments, groups and report specs
     config_groups=("riches/method",),
-    generation_keys=("riches.max_new_tokens", "riches.reader_max_new_tokens",
-                     "riches.iterative.max_new_tokens"),
-    plan=plan,
-    fixture_locations=fixture_locations,
-    fixture_titles=fixture_titles,
-    write_fixtures=write_fixtures,
     metrics=METRICS,
+    finish_reasons=FINISH_REASONS,
+    sample_fields={"evidence": ("evidence", "retrieved_titles")},
+    dashboard_settings=("k", "key_type", "beam_size"),
+    planner=PlannerHooks(plan=plan, eval_sizes=EVAL_SIZES),
+    rehearsal=RehearsalHooks(
+        generation_keys=("riches.max_new_tokens", "riches.reader_max_new_tokens",
+                         "riches.iterative.max_new_tokens"),
+        fixture_locations=fixture_locations,
+        fixture_titles=fixture_titles,
+        write_fixtures=write_fixtures),
 )

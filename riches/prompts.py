@@ -1,6 +1,6 @@
 """Few-shot prompts assembled as token ids. The prompts themselves are config: Hydra composes
-conf/riches/prompts/*.yaml into `riches.prompts` (conf/riches/base.yaml), and the pipeline
-hands them here as mappings.
+riches/conf/riches/prompts/*.yaml into `riches.prompts` (riches/conf/riches/base.yaml), and the
+pipeline hands them here as mappings.
 
 A RICHES prompt is built segment by segment: free text is tokenised on its own, markers are
 their fixed token ids and keys are tokenised exactly as the index stores them (" " + key). So

@@ -2,7 +2,7 @@
 
 Paper scale reads Factoid-Wiki (Chen et al. 2023) from local JSONL files. Mini scale derives
 one proposition per sentence of a wiki-vital lead with the embedded LM and the prompt in
-conf/riches/prompts/propositions.yaml (a decontextualising rewrite: pronouns replaced by
+riches/conf/riches/prompts/propositions.yaml (a decontextualising rewrite: pronouns replaced by
 names), cached per sentence. A rewrite is kept only when most of its words occur in the
 source passage (a hallucination filter); otherwise the sentence itself is the proposition.
 These are NOT the paper's propositions.

@@ -1,4 +1,5 @@
-"""Typed RICHES settings, built by Hydra from conf/riches/base.yaml and conf/riches/keys/*.yaml.
+"""Typed RICHES settings, built by Hydra from riches/conf/riches/base.yaml and
+riches/conf/riches/keys/*.yaml.
 
 The dataclasses have no defaults on purpose: the defaults live in the YAML files only, so a
 renamed or missing key fails when the pipeline is built (ragrepro.pipeline.build_pipeline)
@@ -42,7 +43,8 @@ def coerce_numbers(obj: Any) -> None:
 
 @dataclass(frozen=True)
 class KeySettings:
-    """One retrieval-key type (conf/riches/keys/<name>.yaml over conf/riches/key_defaults.yaml).
+    """One retrieval-key type (riches/conf/riches/keys/<name>.yaml over
+    riches/conf/riches/key_defaults.yaml).
 
     source .. min_overlap concern proposition keys only (unit=proposition); every key file
     carries them so that one dataclass describes every key type."""
@@ -94,7 +96,7 @@ class RichesSettings:
     """The `riches:` node. Each variant (riches/pipeline.py) reads the fields it needs."""
 
     prompt: str               # auto | a name in `prompts`
-    prompts: Mapping[str, Mapping[str, Any]]   # composed from conf/riches/prompts/*.yaml
+    prompts: Mapping[str, Mapping[str, Any]]   # composed from riches/conf/riches/prompts/*.yaml
     thoughts: bool
     beam_size: int = field(metadata=limits(min=1))
     adaptive: bool

@@ -1,6 +1,6 @@
 """RICHES result tables (results/riches/<table>_table.{md,csv}), built by the core `runs`
 layout (ragrepro.report.run_rows) from the `results:` part of
-conf/report/tables/riches/<table>.yaml (`ragrepro table riches/<table>`). This module keeps
+riches/conf/report/tables/riches/<table>.yaml (`ragrepro table riches/<table>`). This module keeps
 the RICHES-specific row hook and the names the scripts and tests use."""
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from ragrepro.errors import DataError
 from ragrepro.report import run_rows
 from ragrepro.report.result_specs import load_result_spec, result_spec_names
 from ragrepro.report.samples import read_records
-from ragrepro.report.spec import SPEC_DIR
 
 to_markdown = run_rows.to_markdown
-# table -> its spec (the `by` columns, metrics, reference...), from conf/report/tables/riches/
-# (shipped in conf/: no search-path lookup at import time)
+SPEC_DIR = Path(__file__).parent / "conf" / "report"  # this package's report specs
+# table -> its spec (the `by` columns, metrics, reference...), from
+# riches/conf/report/tables/riches/ (no search-path lookup at import time)
 TABLES: dict[str, dict[str, Any]] = {
     n.split("/", 1)[1]: load_result_spec(n, SPEC_DIR)
     for n in result_spec_names(SPEC_DIR) if n.startswith("riches/")}

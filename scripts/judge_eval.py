@@ -2,7 +2,7 @@
 
 Each judge is the RICHES `autoais_substitute` path itself: `load_autoais(backend="llm-judge")`
 with the model of conf/model/<name>.yaml (loaded through the harness), the same prompt
-(`JUDGE_PROMPT`), passage format and threshold as conf/riches/base.yaml's autoais section.
+(`JUDGE_PROMPT`), passage format and threshold as riches/conf/riches/base.yaml's autoais section.
 Per-item decisions are appended to results/judge/judge_items.jsonl as they are made, so a
 rerun resumes; results/judge/judge_eval.csv and .md summarise every judge and the always-yes /
 always-no baselines (accuracy with its 95% bootstrap CI, precision and recall of
@@ -39,7 +39,7 @@ from ragrepro.paths import results_dir
 
 log = logging.getLogger("judge_eval")
 MODELS = ("smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b")
-PASSAGE_FORMAT = "text"   # conf/riches/base.yaml riches.autoais.passage_format
+PASSAGE_FORMAT = "text"   # riches/conf/riches/base.yaml riches.autoais.passage_format
 THRESHOLD = 0.5          # load_autoais' default, which RICHES uses
 CV_FOLDS = 5
 

@@ -46,7 +46,7 @@ def B(first: str, second: str, bridge: str, question: str, *answers: str) -> Non
     BRIDGE.append((first, second, bridge, question, list(answers)))
 
 
-# Gold articles of the demonstrations in conf/riches/prompts/*.yaml (a test checks the list).
+# Gold articles of the demonstrations in riches/conf/riches/prompts/*.yaml (a test checks the list).
 PINNED_TRAIN = frozenset({"Microsoft", "Sierra Leone", "Krakatoa", "Death of a Salesman",
                           "Arthur Miller", "Carl Gustaf Emil Mannerheim", "Finland", "Zurich",
                           "Switzerland"})

@@ -19,7 +19,8 @@ from typing import Any
 
 import yaml
 
-from ragrepro.paths import REPO_ROOT, results_dir
+from ragrepro.configcheck import option_file
+from ragrepro.paths import results_dir
 from ragrepro.report import run_rows
 from ragrepro.report.result_specs import load_result_spec
 from ralm import gain_rows
@@ -41,7 +42,7 @@ RETRIEVAL_ONLY = ["query_len", "retrieval_stride"]
 def swept_settings(experiment: str) -> list[str]:
     """The settings names a figure sweeps (`ralm.query_len` -> `query_len`, the group
     `ralm/rerank` -> `rerank`)."""
-    path = REPO_ROOT / "conf" / "experiment" / f"{experiment}.yaml"
+    path = option_file("experiment", experiment)  # in ralm/conf/experiment/ralm/
     params = (yaml.safe_load(path.read_text()).get("hydra") or {}).get("sweeper", {})
     names = [re.split(r"[./]", k)[-1] for k in (params.get("params") or {})]
     return [SETTING_OF.get(n, n) for n in names]

@@ -1,5 +1,5 @@
-"""`make rehearse`: every swept cell of every paper config (conf/experiment/*/paper/ and the
-experiment/*/paper/ folder of every registered method's conf folder, a plug-in's included) in
+"""`make rehearse`: every swept cell of every paper config (the experiment/*/paper/ folder of
+conf/ and of every registered method's conf folder, the built-in methods' and plug-ins') in
 rehearsal mode (stand-in models, fixture data), in this one process, then every paper table
 and each rehearsed experiment's own results table from those rows. Writes
 results/rehearsal/summary.csv and summary.md; exits 1 if any cell or table failed.

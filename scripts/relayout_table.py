@@ -152,8 +152,8 @@ def relayout(text: str, spec: dict[str, Any], where: str = "the table",
     if lacking:
         raise DataError(f"{where}: the spec {spec['name']} shows column(s) {lacking} the old "
                         f"table does not have; rebuild it from its runs.")
-    check_columns(header, f"results table {spec['name']} (its spec: conf/report/tables/)",
-                  MAX_COLUMNS)
+    check_columns(header, f"results table {spec['name']} (its spec: report/tables/"
+                          f"{spec['name']}.yaml of its method's conf folder)", MAX_COLUMNS)
     body = [[r[col[c]] for c in header] for r in old.body]
 
     note_columns = list(spec.get("note_columns") or [])
@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("table", type=Path, help="committed table page, e.g. "
                                              "results/riches/keys_table.md")
     ap.add_argument("spec", help="its results spec, e.g. riches/keys "
-                                 "(conf/report/tables/<spec>.yaml)")
+                                 "(<method>/conf/report/tables/<spec>.yaml)")
     ap.add_argument("--stdout", action="store_true", help="print instead of rewriting")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 when the page is not in the spec's layout; write nothing")

@@ -1,7 +1,7 @@
 """Write the RICHES result tables: python -m scripts.riches_tables [keys beam interleave main].
 
 Each is `ragrepro table --method riches/<table>` (spec: the `results:` part of
-conf/report/tables/riches/<table>.yaml); this script builds every one it can."""
+riches/conf/report/tables/riches/<table>.yaml); this script builds every one it can."""
 from __future__ import annotations
 
 import logging

@@ -1,6 +1,7 @@
 """Hydra searches each registered method's conf folder (its profile's `conf_dir`,
-ragrepro/methods.py) after conf/: a plug-in method's experiments, groups and report specs
-compose like the built-in ones, for `ragrepro`, `ragrepro plan` and the rehearsal alike.
+ragrepro/methods.py) after conf/: the built-in methods' folders (ralm/conf, riches/conf,
+filco/conf) and a plug-in's alike, so their experiments, groups and report specs compose for
+`ragrepro`, `ragrepro plan` and the rehearsal; conf/ itself keeps only what they share.
 Hydra discovers search-path plugins only under the `hydra_plugins` namespace, hence here."""
 from __future__ import annotations
 

@@ -35,7 +35,6 @@ from ..errors import ConfigError
 
 # the llm-judge lives in its own module; re-exported here, where callers have always found it
 from .llm_judge import JUDGE_PROMPT, LLMJudgeScorer, judge_prompt  # noqa: F401
-from .registry import register_metric
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +71,6 @@ def decoded_is_entailment(decoded: str) -> bool:
     return decoded == "1"
 
 
-@register_metric("autoais", aggregation="mean", higher_is_better=True)
 def autoais(nli_score: float | None, threshold: float = 0.5) -> float:
     """Per-sample attribution from the stored NLI score: 1 if score > threshold, 0 if the
     score is missing (no prediction or no passage)."""

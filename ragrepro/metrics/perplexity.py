@@ -2,8 +2,6 @@
 denominator differs, and the word-count rule is named so a number is never unlabelled."""
 from __future__ import annotations
 
-from .registry import register_metric
-
 WORD_COUNT_RULES = ("spaces", "whitespace_split")
 
 
@@ -18,13 +16,11 @@ def count_words(text: str, rule: str = "spaces") -> int:
     raise ValueError(f"unknown word-count rule {rule!r}; use one of {WORD_COUNT_RULES}")
 
 
-@register_metric("ppl_token", aggregation="perplexity", higher_is_better=False)
 def ppl_token(nll_sum: float, n_tokens: int) -> tuple[float, float]:
     """Token-level perplexity: exp(sum NLL / number of tokens)."""
     return (nll_sum, n_tokens)
 
 
-@register_metric("ppl_word", aggregation="perplexity", higher_is_better=False)
 def ppl_word(nll_sum: float, n_words: int) -> tuple[float, float]:
     """Word-level perplexity: exp(sum NLL / number of words, by the recorded rule)."""
     return (nll_sum, n_words)

@@ -1,8 +1,14 @@
-"""A name registry of metrics in the manner of lm-evaluation-harness.
+"""The metric registry: one typed record per metric column, looked up by name.
 
-A metric maps one sample to a per-sample value; an aggregation maps the list of
-per-sample values to the reported number. Keeping the two apart is what lets a
-result table recompute or add metrics from `samples.jsonl` without rerunning.
+A metric maps one sample to a per-sample value (`fn`); its aggregation maps the list of
+per-sample values to the reported number. Keeping the two apart is what lets a result table
+recompute or add metrics from `samples.jsonl` without rerunning. The same record holds what
+the tables, plots, `compare`, the dashboard and `ragrepro rescore` know of the column (label,
+scale, direction, resampling units, how rescoring recomputes it), each fact stated once.
+
+The core's own metrics are registered by ragrepro.metrics.builtin; a method registers its
+own through its profile's `metrics` (ragrepro.methods.MethodProfile), which every lookup here
+adds on first use. A column registered nowhere is shown unscaled under its own name.
 """
 from __future__ import annotations
 
@@ -12,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import NumericsError, unknown_name
+from ..errors import ConfigError, NumericsError, unknown_name
 from ..methods import registered
 
 
@@ -38,153 +44,158 @@ AGGREGATIONS: dict[str, Callable[[Sequence[Any]], float]] = {
     "perplexity": _perplexity,
     "sum": _sum,
 }
+RESAMPLE_KINDS = ("field", "windows", "ratio", "autoais")
+
+
+@dataclass(frozen=True)
+class AnswerForm:
+    """How `ragrepro rescore` recomputes an answer metric from saved samples: its `family`
+    (the kernel that takes a normalisation: em, f1, f1_char, accuracy, has_answer), the
+    normalisation its own function applies (`native`, by name, with the function itself so
+    a method's normalisation becomes a `--normalization` choice) and the sample field holding
+    the scored text (the gold answers are always `answers`)."""
+
+    family: str
+    native: str
+    normalize: Callable[[str], str]
+    text_field: str = "prediction"
 
 
 @dataclass(frozen=True)
 class Metric:
+    """Everything the harness knows of one metric column.
+
+    name, label        the column and how tables print it (default: the name)
+    fn                 the per-sample function (None: a column a pipeline writes, e.g. a
+                       count, that no registry function computes)
+    aggregation        per-sample values -> the number (AGGREGATIONS; default: `perplexity`
+                       for window-resampled columns, else `mean`)
+    higher_is_better   the direction, for tables, plots and `compare`
+    scale, unit        our stored value * scale = the paper's unit
+    decimals, same_as  printed decimals; another column name for the very same metric
+    headline           the dashboard's runs table shows it first, in this rank (0: not)
+    resample, count, ratio, record_field
+                       the resampling units of its interval (ragrepro.report.samples):
+                       `field` (samples.jsonl, the field of the same name, one unit per
+                       question), `windows` (window records, blocks of consecutive windows,
+                       `count` the metrics.json total of the counted unit), `ratio` (two
+                       per-sample fields, `ratio` = (numerator, denominator or None: per
+                       question)), `autoais` (autoais.jsonl, `record_field`, a missing score
+                       counting 0 as the pipeline does)
+    rescore            AnswerForm when `ragrepro rescore` can recompute it from samples
+    """
+
     name: str
-    fn: Callable[..., Any]
-    aggregation: str
-    higher_is_better: bool
+    label: str = ""
+    fn: Callable[..., Any] | None = None
+    aggregation: str = ""
+    higher_is_better: bool = True
     description: str = ""
+    scale: float = 1.0
+    unit: str = ""
+    decimals: int = 1
+    same_as: str | None = None
+    headline: int = 0
+    resample: str = "field"
+    count: str | None = None
+    ratio: tuple[str, str | None] | None = None
+    record_field: str | None = None
+    rescore: AnswerForm | None = None
+
+    def __post_init__(self) -> None:
+        # derived defaults, so a declaration states only what differs from them
+        if not self.aggregation:
+            object.__setattr__(self, "aggregation",
+                               "perplexity" if self.resample == "windows" else "mean")
+        if not self.label:
+            object.__setattr__(self, "label", self.name)
+        if not self.description and self.fn is not None:
+            object.__setattr__(self, "description", (self.fn.__doc__ or "").strip())
+        if self.aggregation not in AGGREGATIONS:
+            raise ValueError(f"metric {self.name!r}: aggregation must be one of "
+                             f"{tuple(AGGREGATIONS)}, not {self.aggregation!r}")
+        if self.resample not in RESAMPLE_KINDS:
+            raise ValueError(f"metric {self.name!r}: resample must be one of {RESAMPLE_KINDS}, "
+                             f"not {self.resample!r}")
 
     def aggregate(self, values: Sequence[Any]) -> float:
         return AGGREGATIONS[self.aggregation](values)
 
 
-METRICS: dict[str, Metric] = {}
+# The former name of the report's half of this record: a plug-in profile may still build its
+# `metrics` with it (ragrepro.report and older profiles import it).
+MetricInfo = Metric
+
+_CORE: dict[str, Metric] = {}
 
 
-def register_metric(name: str, *, aggregation: str, higher_is_better: bool, description: str = ""):
-    if aggregation not in AGGREGATIONS:
-        raise ValueError(f"unknown aggregation {aggregation!r}")
+def pct(name: str, label: str, **kw: Any) -> Metric:
+    """A QA metric stored as a fraction 0..1 that the papers print in percent."""
+    return Metric(name, label, scale=100, unit="%", **kw)
 
-    def wrap(fn: Callable[..., Any]) -> Callable[..., Any]:
-        if name in METRICS:
-            raise ValueError(f"metric {name!r} registered twice")
-        METRICS[name] = Metric(name, fn, aggregation, higher_is_better, description or (fn.__doc__ or "").strip())
-        return fn
 
-    return wrap
+def register(metric: Metric) -> Metric:
+    """Register one of the core's metrics (ragrepro.metrics.builtin); a method declares its
+    own in its profile's `metrics` instead."""
+    if metric.name in _CORE:
+        raise ValueError(f"metric {metric.name!r} registered twice")
+    _CORE[metric.name] = metric
+    return metric
+
+
+@functools.cache
+def _table() -> dict[str, Metric]:
+    """The core's metrics, then each registered method's (its profile's `metrics`). Cached for
+    the process, like the profiles themselves."""
+    out = dict(_CORE)
+    for profile in registered():
+        for metric in profile.metrics:
+            if not isinstance(metric, Metric):
+                raise ConfigError(f"Method {profile.name}: metrics holds a "
+                                  f"{type(metric).__name__}; declare each as a "
+                                  f"ragrepro.metrics.registry.Metric.")
+            if metric.name in out and out[metric.name] != metric:
+                raise ConfigError(f"Method {profile.name} declares metric {metric.name!r}, "
+                                  f"which another method or the core already declares "
+                                  f"differently: rename one.")
+            out[metric.name] = metric
+    return out
+
+
+def metric_table() -> dict[str, Metric]:
+    """Every registered metric column, by name (a copy)."""
+    return dict(_table())
+
+
+def computable() -> dict[str, Metric]:
+    """The metrics with a per-sample function, by name."""
+    return {n: m for n, m in _table().items() if m.fn is not None}
 
 
 def get_metric(name: str) -> Metric:
-    if name not in METRICS:
-        raise unknown_name("metric", name, METRICS)
-    return METRICS[name]
+    """A metric with a per-sample function; an unknown name lists the known ones."""
+    metric = _table().get(name)
+    if metric is None or metric.fn is None:
+        raise unknown_name("metric", name, computable())
+    return metric
 
 
 def aggregate(name: str, values: Sequence[Any]) -> float:
     return get_metric(name).aggregate(values)
 
 
-# ------------------------------------------------------------------ what the report knows
-@dataclass(frozen=True)
-class MetricInfo:
-    """Everything the tables, plots, `compare` and the dashboard know of a metric column:
-    how it is shown next to the papers' numbers and which per-sample records resample it
-    for its interval (ragrepro.report.samples). The one place for these facts."""
-
-    name: str
-    label: str = ""
-    scale: float = 1.0              # our stored value * scale = the paper's unit
-    unit: str = ""
-    higher_is_better: bool = True
-    decimals: int = 1
-    same_as: str | None = None      # another column name for the very same metric
-    headline: bool = False          # the dashboard's runs table shows it first (this order)
-    # Resampling units: `field` (samples.jsonl, the field of the same name, one unit per
-    # question), `windows` (samples.jsonl window records, blocks of consecutive windows,
-    # `count` the metrics.json total of the counted unit), `ratio` (two per-sample fields,
-    # `ratio` = (numerator, denominator or None: per question)), `autoais` (autoais.jsonl,
-    # `record_field`, a missing score counting 0 as the pipeline does).
-    resample: str = "field"
-    count: str | None = None
-    ratio: tuple[str, str | None] | None = None
-    record_field: str | None = None
-
-    @property
-    def aggregation(self) -> str:
-        """How per-sample units make the number: a perplexity of summed NLL, else a mean."""
-        return "perplexity" if self.resample == "windows" else "mean"
-
-
-RESAMPLE_KINDS = ("field", "windows", "ratio", "autoais")
-INFOS: dict[str, MetricInfo] = {}
-
-
-def describe_metric(info: MetricInfo) -> MetricInfo:
-    """Register what the report knows of a metric (a plug-in adds its own metrics here)."""
-    if info.resample not in RESAMPLE_KINDS:
-        raise ValueError(f"metric {info.name!r}: resample must be one of {RESAMPLE_KINDS}, "
-                         f"not {info.resample!r}")
-    if info.name in INFOS:
-        raise ValueError(f"metric {info.name!r} described twice")
-    INFOS[info.name] = info
-    return info
-
-
-@functools.cache
-def _describe_method_metrics() -> None:
-    """The metrics each registered method profile declares (its `metrics`), described once."""
-    for profile in registered():
-        for info in profile.metrics:
-            if INFOS.get(info.name) != info:
-                describe_metric(info)
-
-
-def metric_info(name: str) -> MetricInfo:
+def metric_info(name: str) -> Metric:
     """The registered facts of `name`; an unknown column is shown unscaled under its name."""
-    _describe_method_metrics()
-    return INFOS.get(name) or MetricInfo(name, label=name)
+    return _table().get(name) or Metric(name)
 
 
-def metric_infos() -> dict[str, MetricInfo]:
-    _describe_method_metrics()
-    return dict(INFOS)
+def metric_infos() -> dict[str, Metric]:
+    """Every column's facts, the headline ones first in their rank (then registration order)."""
+    table = _table()
+    order = {n: i for i, n in enumerate(table)}
+    return dict(sorted(table.items(), key=lambda kv: (kv[1].headline == 0, kv[1].headline,
+                                                      order[kv[0]])))
 
 
 def headline_metrics() -> tuple[str, ...]:
-    _describe_method_metrics()
-    return tuple(n for n, i in INFOS.items() if i.headline)
-
-
-def _pct(name: str, label: str, **kw: Any) -> MetricInfo:
-    """A QA metric stored as a fraction 0..1 that the papers print in percent."""
-    return MetricInfo(name, label, scale=100, unit="%", **kw)
-
-
-for _info in (
-    MetricInfo("ppl_word", "word-level perplexity", higher_is_better=False, decimals=2,
-               headline=True, resample="windows", count="n_words"),
-    MetricInfo("ppl_token", "token-level perplexity", higher_is_better=False, decimals=2,
-               headline=True, resample="windows", count="n_tokens"),
-    _pct("em_squad", "exact match, SQuAD-normalised (%)", headline=True),
-    # ralm.qa writes em_squad under the official eval_qa.py name `em`.
-    _pct("em", "exact match, SQuAD-normalised (%)", same_as="em_squad"),
-    _pct("f1_squad", "token F1, SQuAD-normalised (%)", headline=True),
-    _pct("em_filco_code", "exact match, FilCo eval.py normalisation (%)", headline=True),
-    _pct("f1_char_filco_code", "character-level F1, FilCo eval.py (%)", headline=True),
-    _pct("accuracy", "accuracy (%)", headline=True),
-    _pct("has_answer", "answer string in prediction (%)", headline=True),
-    _pct("autoais", "AutoAIS (%)", headline=True, resample="autoais",
-         record_field="attributed"),
-    _pct("unigram_precision", "unigram precision (%)", headline=True),
-    _pct("recall_at_k", "recall of the top-k passages (%): answer string or gold article, "
-         "see recall_at_k_kind", headline=True),
-    MetricInfo("n_tokens", "scored tokens", unit="tokens", decimals=0),
-    MetricInfo("input_tokens", "input length (tokens)", unit="tokens", higher_is_better=False,
-               decimals=0),
-    MetricInfo("avg_input_tokens", "mean input length (tokens)", unit="tokens",
-               higher_is_better=False, decimals=0),
-    # Below: columns shown under their own name (no label the tables would print).
-    # The offline judge standing in for the T5 AutoAIS model, and the soft (NLI) scores.
-    MetricInfo("autoais_substitute", "autoais_substitute", resample="autoais",
-               record_field="attributed"),
-    MetricInfo("autoais_mean_score", "autoais_mean_score", resample="autoais",
-               record_field="nli_score"),
-    MetricInfo("autoais_substitute_mean_score",
-               "autoais_substitute_mean_score",
-               resample="autoais", record_field="nli_score"),
-):
-    describe_metric(_info)
+    return tuple(n for n, m in metric_infos().items() if m.headline)

@@ -139,6 +139,27 @@ def count_parameters(source: str, architecture: str) -> int:
     return sum(p.numel() for p in model.parameters())
 
 
+@lru_cache(maxsize=64)
+def matmul_parameters(source: str, architecture: str) -> tuple[int, int]:
+    """(body, head): the parameters a forward pass multiplies at every position (every
+    layer; not the token and position embedding tables, which are looked up) and those of
+    the vocabulary head (vocabulary x width; the token embedding itself when the two are
+    tied). A scoring pass costs 2 x body FLOPs a token plus 2 x head at each position whose
+    logits it computes (ragrepro.plan.scoring_seconds)."""
+    import transformers as tf  # deferred: transformers (as in hub_config)
+
+    with torch.device("meta"):
+        model = getattr(tf, architecture)(hub_config(source))
+    out = model.get_output_embeddings()
+    head = out.weight.numel() if out is not None else 0
+    tables = {id(m.weight): m.weight.numel() for m in model.modules()
+              if isinstance(m, torch.nn.Embedding)}
+    if out is not None:
+        tables[id(out.weight)] = head
+    total = sum(p.numel() for p in model.parameters())
+    return total - sum(tables.values()), head
+
+
 def model_dims(source: str) -> dict[str, int]:
     """hidden size, layers and vocabulary (for the activation estimate)."""
     c = hub_config(source)

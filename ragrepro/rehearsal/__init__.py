@@ -90,8 +90,8 @@ def ensure_fixtures(base: Path | None = None) -> Path:
     with locked(out):
         if not (out / "done").exists():
             out.mkdir(parents=True, exist_ok=True)
-            titles = [t for p in registered() if p.fixture_titles is not None
-                      for t in p.fixture_titles()]
+            titles = [t for p in registered() if p.rehearsal.fixture_titles is not None
+                      for t in p.rehearsal.fixture_titles()]
             fixtures.write_fixtures(out, fixtures.fixture_articles(extra_titles=titles))
             build_fixture_index(out)
             (out / "done").write_text("ok\n")

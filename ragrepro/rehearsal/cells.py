@@ -32,7 +32,8 @@ def coverage_problem(cfg: DictConfig, metrics: Mapping[str, Any] | None,
     """Why a finished cell still proves too little ('' when fine), as the methods' profiles
     judge it (`coverage`: e.g. a RALM retrieval cell that never reached a document)."""
     for profile in registered() if profiles is None else profiles:
-        problem = profile.coverage(cfg, metrics) if profile.coverage is not None else ""
+        hook = profile.rehearsal.coverage
+        problem = hook(cfg, metrics) if hook is not None else ""
         if problem:
             return problem
     return ""

@@ -26,8 +26,8 @@ def location_overrides(cfg: DictConfig, root: Path,
     if sel("dataset.name") in PILE and not sel("dataset.path"):
         out["dataset.path"] = str(root / "pile" / f"{sel('dataset.name')}.jsonl")
     for profile in registered() if profiles is None else profiles:
-        if profile.fixture_locations is not None:
-            out.update(profile.fixture_locations(cfg, root))
+        if profile.rehearsal.fixture_locations is not None:
+            out.update(profile.rehearsal.fixture_locations(cfg, root))
     return out
 
 
@@ -48,15 +48,15 @@ def training_caps(cfg: DictConfig, steps: int, examples: int, batch: int = 4,
     budget = TrainingBudget(steps, examples, batch)
     out: dict[str, object] = {}
     for profile in registered() if profiles is None else profiles:
-        if profile.training_caps is not None:
-            out.update(profile.training_caps(cfg, budget))
+        if profile.rehearsal.training_caps is not None:
+            out.update(profile.rehearsal.training_caps(cfg, budget))
     return out
 
 
 def generation_keys(profiles: Sequence[MethodProfile] | None = None) -> tuple[str, ...]:
     """The generation budgets (max new tokens) the methods declare, in profile order."""
     return tuple(k for p in (registered() if profiles is None else profiles)
-                 for k in p.generation_keys)
+                 for k in p.rehearsal.generation_keys)
 
 
 def generation_caps(cfg: DictConfig, cap: int,

@@ -180,8 +180,8 @@ def write_fixtures(root: Path, articles: Sequence[Article],
         _jsonl(root / "pile" / f"{subset}.jsonl",
                [{"text": t, "meta": {"pile_set_name": subset}} for _, t in articles[:N_ROWS]])
     for profile in registered() if profiles is None else profiles:
-        if profile.write_fixtures is not None:
-            profile.write_fixtures(root, articles, N_ROWS)
+        if profile.rehearsal.write_fixtures is not None:
+            profile.rehearsal.write_fixtures(root, articles, N_ROWS)
 
 
 def fixture_articles(n: int = 60, extra_titles: Sequence[str] = ()) -> list[Article]:

@@ -12,7 +12,7 @@ from ..paths import results_dir
 from .dashboard import write_dashboard
 from .plots import PlotData, plot_data, render
 from .runs import RunRecord, load_runs
-from .spec import SPEC_DIR, load_metric_infos, load_plot_specs, load_table_specs
+from .spec import load_metric_infos, load_plot_specs, load_table_specs
 from .tables import BuiltTable, build_spec
 from .wandb_sync import OfflineRun, log_tables, offline_runs, sync_command
 
@@ -37,7 +37,7 @@ def build_report(root: Path, spec_dir: Path | None = None) -> Report:
     out = root / "report"
     tables = [build_spec(spec, runs, infos, out) for spec in load_table_specs(spec_dir)]
     plots = []
-    for spec in load_plot_specs(spec_dir or SPEC_DIR):
+    for spec in load_plot_specs(spec_dir):
         data = plot_data(spec, runs, infos)
         plots.append((data, render(data, out / "plots", spec.get("xscale"))))
     offline = offline_runs(runs)

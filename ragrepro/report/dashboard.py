@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..io import atomic_write_text
+from ..methods import registered
 from ..metrics.registry import headline_metrics
 from .compare import paired_cell_text, scalar_metrics
 from .dashboard_assets import CSS, JS
@@ -115,11 +116,13 @@ def _metric_columns(runs: list[RunRecord]) -> list[str]:
 
 
 def _setting_columns(runs: list[RunRecord]) -> list[str]:
-    """The settings of conf/report/dashboard.yaml (what a run is, then what sweeps vary)
-    that any run records."""
+    """The settings of conf/report/dashboard.yaml (what a run is, then what sweeps vary),
+    then the methods' own (their profiles' `dashboard_settings`), that any run records."""
     spec = load_dashboard_spec()
-    return [c for c in (*spec["key_settings"], *spec["sweep_settings"])
-            if any(not is_missing(r.get(c)) for r in runs)]
+    names = [*spec["key_settings"], *spec["sweep_settings"]]
+    for profile in registered():
+        names += [c for c in profile.dashboard_settings if c not in names]
+    return [c for c in names if any(not is_missing(r.get(c)) for r in runs)]
 
 
 def _td(value: Any) -> str:
@@ -210,7 +213,7 @@ def tables_section(tables: list[BuiltTable], index_dir: Path) -> str:
                      f"<summary><b>{html.escape(t.title)}</b> ({n_ours} of {len(t.rows)} "
                      f"rows with our number)</summary><p>{links}</p>{notes}"
                      f"{grid_html(t.rows, 'grid-' + _slug(t.name))}{detail}</details>")
-    return "".join(parts) or "<p>No report tables configured (conf/report/tables/).</p>"
+    return "".join(parts) or "<p>No report tables configured (conf/report/tables/ or a method's conf/report/tables/).</p>"
 
 
 def plots_section(plots: list[tuple[PlotData, dict[str, Path]]], index_dir: Path) -> str:
@@ -225,7 +228,7 @@ def plots_section(plots: list[tuple[PlotData, dict[str, Path]]], index_dir: Path
             f'<a href="{html.escape(rel["svg"])}">SVG</a> · '
             f'<a href="{html.escape(rel["json"])}">data</a><br>{html.escape(data.paper_note)}'
             "</figcaption></figure>")
-    return "".join(parts) or "<p>No plots configured (conf/report/plots/).</p>"
+    return "".join(parts) or "<p>No plots configured (conf/report/plots/ or a method's conf/report/plots/).</p>"
 
 
 def wandb_section(offline: list[OfflineRun], command: str | None) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from ..errors import ConfigError
+from ..methods import MethodProfile, registered
 from ..paths import CONF_DIR
 from .runs import to_float
 
@@ -87,12 +88,22 @@ def _load(path: str, mtime: float) -> tuple[FlagRule, ...]:
     return tuple(parse_rules(yaml.safe_load(Path(path).read_text(encoding="utf-8")), path))
 
 
-def load_rules(path: Path = FLAGS_FILE) -> list[FlagRule]:
-    """The rules of conf/report/flags.yaml (read again when the file changes)."""
+def load_rules(path: Path = FLAGS_FILE,
+               profiles: Sequence[MethodProfile] | None = None) -> list[FlagRule]:
+    """The rules of conf/report/flags.yaml (read again when the file changes), then each
+    method's own (its profile's `flags`, over its diagnostics: FilCo's ctx_empty)."""
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"{p} not found: the flag rules live there (see docs/report.md).")
-    return list(_load(str(p), p.stat().st_mtime))
+    rules = list(_load(str(p), p.stat().st_mtime))
+    names = {r.name for r in rules}
+    for profile in registered() if profiles is None else profiles:
+        for decl in profile.flags:
+            if decl.name not in names:
+                names.add(decl.name)
+                rules.append(FlagRule(decl.name, decl.columns, decl.at_least,
+                                      " ".join(decl.means.split())))
+    return rules
 
 
 def _diagnostics(row: Mapping[str, Any], rules: Sequence[FlagRule]):

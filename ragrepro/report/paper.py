@@ -1,6 +1,7 @@
 """The papers' reported numbers as data, with a lookup API: one file per paper,
-report/paper/<paper>.yaml in conf/ (conf/report/paper/ralm.yaml documents the layout) or in
-a plug-in method's conf folder on the config search path, all read by `papers`.
+report/paper/<paper>.yaml in its method's conf folder on the config search path (a built-in
+method's or a plug-in's; ralm/conf/report/paper/ralm.yaml documents the layout), all read by
+`papers`.
 
     >>> from ragrepro.report.paper import lookup
     >>> lookup("ralm", "table1", model="gpt2-small", retrieval="bm25",

@@ -6,7 +6,7 @@ Its top-level keys are the paper grid that `ragrepro report` fills from every ru
 (ragrepro.report.tables); its `results:` mapping is the table written next to the method's
 runs. That mapping says which layout builds it and everything the layout must not hard-code:
 row order, labels, model sizes and families, dataset columns, notes and where the paper's
-numbers sit in conf/report/paper/<paper>.yaml. A `_defaults.yaml` beside the specs holds,
+numbers sit in report/paper/<paper>.yaml. A `_defaults.yaml` beside the specs holds,
 under its own `results:`, what the results tables of that folder share (a table's keys win).
 `layout` is `runs` (the core's: one row per setting of the `by` columns, metrics with CIs,
 paired against a reference row; ragrepro.report.run_rows) or the module path of a method's

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None, results_only: bool = False) -> None:
         raise ConfigError(f"No table {unknown}: give a spec name or an experiment a spec "
                           f"lists.{did_you_mean(unknown[0], known)} Known tables: "
                           f"{', '.join(known)}.")
-    # the runs of a conf/experiment/ name, checked as the run checks it; or of a results
+    # the runs of an experiment config's name (any conf folder's experiment/), checked as the run checks it; or of a results
     # experiment no config names (rescored/<experiment>, ragrepro.rescore) that has an index
     if args.experiment and not (Path(args.results or results_dir())
                                 / f"{args.experiment}.csv").is_file():

@@ -190,7 +190,8 @@ def write(spec: dict[str, Any], results: Path) -> tuple[Path, Path]:
         return runs / str(r.get("run_id"))
 
     header, body = table_rows(rows, spec, run_dir)
-    check_columns(header, f"results table {name} (its spec: conf/report/tables/)", MAX_COLUMNS)
+    check_columns(header, f"results table {name} (its spec: report/tables/{name}.yaml of its "
+                          f"method's conf folder)", MAX_COLUMNS)
     note = spec.get("note", "").format(resamples=DEFAULT_STATS.resamples,
                                        seed=DEFAULT_STATS.seed)
     hidden = [c for c in spec.get("note_columns") or [] if c not in header]

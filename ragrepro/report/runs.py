@@ -242,21 +242,24 @@ def _local_experiment_runs(root: Path, experiment: str) -> list[RunRecord]:
     return runs
 
 
-def load_runs(root: Path) -> list[RunRecord]:
+def load_runs(root: Path, experiment: str | None = None) -> list[RunRecord]:
     """Every finished run under root, one record per run id (CSV rows plus folders that
     finished but whose CSV row is missing, e.g. a CSV deleted by hand), plus the runs of each
-    committed bundle under root/evidence/ whose experiment has no finished folder here."""
+    committed bundle under root/evidence/ whose experiment has no finished folder here.
+    Given an experiment, its runs only: no other experiment's bundle is unpacked."""
     root = Path(root)
     if not root.exists():
         return []
     runs = _local_runs(root)
+    if experiment is not None:
+        runs = {k: v for k, v in runs.items() if k[0] == experiment}
     local = {e for e in {e for e, _ in runs} if has_local_runs(root, e)}
-    for experiment, bundle in evidence.bundles(root).items():
-        if experiment in local:
+    for name, bundle in evidence.bundles(root).items():
+        if name in local or experiment not in (None, name):
             continue
-        for key in [k for k in runs if k[0] == experiment]:  # rows without a folder
+        for key in [k for k in runs if k[0] == name]:  # rows without a folder
             del runs[key]
-        for rec in _local_experiment_runs(_from_bundle(bundle, experiment), experiment):
+        for rec in _local_experiment_runs(_from_bundle(bundle, name), name):
             runs[(rec.experiment, rec.run_id)] = rec
     return sorted(runs.values(), key=lambda r: (r.experiment, str(r.row.get("finished_at") or ""),
                                                 r.run_id))

@@ -24,7 +24,8 @@ import yaml
 
 from .. import attest
 from ..errors import ConfigError, did_you_mean
-from ..generation import FINISH_REASONS
+from ..generation import finish_reasons
+from ..methods import MethodProfile, registered
 from ..paths import CONF_DIR, results_dir
 from ..run_files import read_records
 from .keyed import varying
@@ -45,13 +46,23 @@ class ViewConfig:
     max_chars: int = 600
 
 
-def load_view_config(path: Path = SAMPLES_FILE) -> ViewConfig:
+def load_view_config(path: Path = SAMPLES_FILE,
+                     profiles: Sequence[MethodProfile] | None = None) -> ViewConfig:
+    """conf/report/samples.yaml's field lists, each followed by the methods' own names for
+    that role (their profiles' `sample_fields`, in profile order)."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    fields = data.get("fields") or {}
+    fields = {r: list(names or ()) for r, names in (data.get("fields") or {}).items()}
     unknown = set(fields) - set(ROLES)
     if unknown:
         raise ConfigError(f"{path}: unknown role(s) {sorted(unknown)} under fields; roles are "
                           f"{list(ROLES)}.")
+    for profile in registered() if profiles is None else profiles:
+        for role, names in profile.sample_fields.items():
+            if role not in ROLES:
+                raise ConfigError(f"Method {profile.name}: sample_fields names the unknown "
+                                  f"role {role!r}; roles are {list(ROLES)}.")
+            have = fields.setdefault(role, [])
+            have += [n for n in names if n not in have]
     return ViewConfig({r: tuple(fields.get(r) or ()) for r in ROLES},
                       float(data.get("correct_at", 1.0)), int(data.get("prompt_tail", 300)),
                       int(data.get("max_chars", 600)))
@@ -229,7 +240,9 @@ def render(root: Path, experiment: str, where: Mapping[str, str], flt: Filters,
            run_prefix: str | None = None, cfg: ViewConfig | None = None) -> tuple[str, int]:
     """(the text to print, how many samples it shows) for the experiment's chosen runs."""
     cfg = cfg or load_view_config()
-    runs = select_runs(load_runs(root), experiment, run_prefix, where)
+    # only this experiment's bundle is unpacked; every run, for the did-you-mean, when none
+    runs = select_runs(load_runs(root, experiment) or load_runs(root), experiment, run_prefix,
+                       where)
     if not runs:
         raise ConfigError(f"No run of {experiment} matches "
                           f"{run_prefix or ''} {dict(where) or ''}".rstrip() + ".")
@@ -264,7 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("experiment", help="experiment name, e.g. ralm/table4")
     ap.add_argument("where", nargs="*", help="settings filters key=value (model=..., k=3)")
     ap.add_argument("--run", default=None, help="run id prefix")
-    ap.add_argument("--finish", default=None, help="finish reason: eos, stop, key_closed, length")
+    ap.add_argument("--finish", default=None, help="finish reason: eos, stop, length, or a "
+                    "method's own (RICHES: key_closed)")
     ap.add_argument("--empty", action="store_true", help="only empty outputs or answers")
     ap.add_argument("--wrong", action="store_true", help="only samples scored below correct")
     ap.add_argument("--limit", type=int, default=10, help="samples per run (0: all)")
@@ -272,8 +286,9 @@ def main(argv: list[str] | None = None) -> None:
     args = ap.parse_args(argv)
     flt = Filters(args.finish, args.empty, args.wrong, args.limit or None)
     try:
-        if args.finish and args.finish not in FINISH_REASONS:
-            raise ConfigError(f"--finish {args.finish}: use one of {', '.join(FINISH_REASONS)}.")
+        if args.finish and args.finish not in finish_reasons():
+            raise ConfigError(f"--finish {args.finish}: use one of "
+                              f"{', '.join(finish_reasons())}.")
         text, shown = render(args.results or results_dir(), args.experiment,
                              parse_where(args.where), flt, args.run)
     except ConfigError as e:

@@ -196,9 +196,21 @@ def load_table_specs(spec_dir: Path | Sequence[Path] | None = None) -> list[dict
     return specs
 
 
-def load_plot_specs(spec_dir: Path = SPEC_DIR) -> list[dict[str, Any]]:
+def plot_files(given: Path | Sequence[Path] | None = None) -> dict[str, Path]:
+    """Plot name (its file's stem) -> report/plots/<name>.yaml, the first folder of
+    spec_dirs(given) holding a name winning (conf/ before the methods' conf folders)."""
+    out: dict[str, Path] = {}
+    for d in spec_dirs(given):
+        for path in sorted((d / "plots").glob("*.yaml")):
+            out.setdefault(path.stem, path)
+    return out
+
+
+def load_plot_specs(spec_dir: Path | Sequence[Path] | None = None) -> list[dict[str, Any]]:
+    """Every plot spec (report/plots/*.yaml on the search path, a method's own included),
+    by name."""
     specs = []
-    for path in sorted((spec_dir / "plots").glob("*.yaml")):
+    for _name, path in sorted(plot_files(spec_dir).items()):
         data = _read_yaml(path)
         _check_fields(path, data, _PLOT_FIELDS)
         data.setdefault("name", path.stem)

@@ -377,7 +377,7 @@ def build_spec(spec: dict[str, Any], runs: list[RunRecord], infos: dict[str, Met
         lines.insert(0, "DEMO DATA: made-up numbers from tests/report/demo.py, not results.")
     if not table:
         lines.append("The paper reports no number we could transcribe for this table "
-                     f"(see conf/report/paper/{paper}.yaml); our numbers only.")
+                     f"(see report/paper/{paper}.yaml in its method's conf folder); our numbers only.")
     base = out_dir / spec["name"]
     paths = {"md": base.with_suffix(".md"), "html": base.with_suffix(".html"),
              "json": base.with_suffix(".json")}

@@ -13,7 +13,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from ..errors import ConfigError
-from .base import Hit, Retriever, filter_titles, index_row, n_candidates
+from .base import Hit, Retriever, fetch_count, filter_titles, index_row
 from .corpus import Corpus, chunk_words, load_corpus
 
 
@@ -45,9 +45,9 @@ __all__ = [
     "build_corpus",
     "build_retriever",
     "chunk_words",
+    "fetch_count",
     "filter_titles",
     "index_row",
     "load_corpus",
-    "n_candidates",
     "retriever_from_config",
 ]

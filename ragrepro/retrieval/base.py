@@ -17,12 +17,6 @@ from .corpus import Corpus, nfc
 
 log = logging.getLogger(__name__)
 
-# Official In-Context RALM: with a forbidden-titles list it asks BM25 for max(100, 4k) hits,
-# drops forbidden ones and keeps the first k allowed (fewer than k can remain).
-MIN_CANDIDATES = 100
-CANDIDATE_FACTOR = 4
-
-
 @dataclass(frozen=True)
 class Hit:
     pid: str
@@ -42,9 +36,15 @@ def reject_unknown(kind: str, extra: dict) -> None:
                           f"against conf/retriever/*.yaml.")
 
 
-def n_candidates(k: int, exclude_titles: Collection[str]) -> int:
-    """How many hits to fetch before filtering: k, or max(100, 4k) with a forbidden list."""
-    return max(MIN_CANDIDATES, CANDIDATE_FACTOR * k) if exclude_titles else k
+def fetch_count(k: int, fetch: int | None) -> int:
+    """How many hits to ask the index for before the title filter: `fetch` (a caller's own
+    candidate rule, e.g. RALM's official one in ralm/candidates.py), else k."""
+    if fetch is None:
+        return k
+    if fetch < k:
+        raise ConfigError(f"fetch={fetch} is smaller than k={k}: a search cannot keep more "
+                          f"hits than it asked for. Give fetch >= k, or leave it out.")
+    return int(fetch)
 
 
 def normalize_titles(titles: Collection[str]) -> frozenset[str]:
@@ -173,14 +173,16 @@ class Retriever(abc.ABC):
         return caches[n]
 
     # ---- search -----------------------------------------------------------------------
-    def search(self, queries: list[str], k: int,
-               exclude_titles: Collection[str] = ()) -> list[list[Hit]]:
-        """Up to k hits per query, best first, after dropping excluded titles."""
+    def search(self, queries: list[str], k: int, exclude_titles: Collection[str] = (),
+               fetch: int | None = None) -> list[list[Hit]]:
+        """Up to k hits per query, best first, after dropping excluded titles from the first
+        `fetch` (default k) hits: fewer than k can remain. How many candidates make up for
+        the dropped ones is the caller's rule (the cached hits are keyed by `fetch`)."""
         if isinstance(queries, str):
             raise ConfigError("search() takes a list of queries; wrap a single query in [].")
         if k < 1:
             raise ConfigError(f"k must be at least 1, got {k}.")
-        n = n_candidates(k, exclude_titles)
+        n = fetch_count(k, fetch)
         raw = self._cached_search(list(queries), n)
         if exclude_titles:
             banned = normalize_titles(exclude_titles)
@@ -219,9 +221,9 @@ def index_row(retriever: Any) -> dict[str, Any]:
     return dict(fields()) if callable(fields) else {}
 
 
-def cache_path_of(retriever: Retriever, k: int, exclude_titles: Collection[str] = ()) -> Path:
-    """Where the hits of `search(..., k, exclude_titles)` are cached (for logs and tests)."""
-    return retriever._cache(n_candidates(k, exclude_titles)).path
+def cache_path_of(retriever: Retriever, k: int, fetch: int | None = None) -> Path:
+    """Where the hits of `search(..., k, fetch=fetch)` are cached (for logs and tests)."""
+    return retriever._cache(fetch_count(k, fetch)).path
 
 
 def load_cache_rows(path: Path) -> list[dict]:

@@ -108,8 +108,8 @@ TOY_PROFILE = '''
 
     from omegaconf import OmegaConf
 
-    from ragrepro.methods import MethodProfile, PlanExtras, Sizing
-    from ragrepro.metrics.registry import MetricInfo
+    from ragrepro.methods import MethodProfile, PlanExtras, PlannerHooks, RehearsalHooks, Sizing
+    from ragrepro.metrics.registry import Metric
 
 
     def plan(cfg, tflops):
@@ -134,11 +134,12 @@ TOY_PROFILE = '''
     PROFILE = MethodProfile(
         name="toy", packages=("toymethod",), config_nodes=("toy",),
         conf_dir=Path(__file__).resolve().parent.parent / "toyconf",
-        config_groups=("toy/prompt",), generation_keys=("toy.max_new_tokens",),
-        plan=plan, training_caps=training_caps, coverage=coverage,
-        untimed_training="toy reader",
-        metrics=(MetricInfo("passage_has_answer", "gold answer in the top passage (%)",
-                            scale=100, unit="%"),))
+        config_groups=("toy/prompt",),
+        metrics=(Metric("passage_has_answer", "gold answer in the top passage (%)",
+                        scale=100, unit="%"),),
+        planner=PlannerHooks(plan=plan, untimed_training="toy reader"),
+        rehearsal=RehearsalHooks(generation_keys=("toy.max_new_tokens",),
+                                 training_caps=training_caps, coverage=coverage))
 '''
 TOY_PIPELINE_NODE = '''
     retriever:

@@ -14,18 +14,26 @@ from importlib.metadata import EntryPoint
 from pathlib import Path
 
 import pytest
+import yaml
 
 import riches.profile
 from ragrepro.errors import ConfigError
 from ragrepro.methods import MethodProfile, profiles_from, registered
 from ragrepro.metrics import registry
-from ragrepro.paths import REPO_ROOT
+from ragrepro.paths import CONF_DIR, REPO_ROOT
+from ragrepro.report.sample_view import ROLES
 from tests.core.plugin_fixture import ragrepro, rows, write_toy
 
 CORE = REPO_ROOT / "ragrepro"
 # Core files that still name a method, each with why: none since issue 23 (the code id's
 # paths, the rehearsal's fixtures and the plots' split settings come from the profiles).
 KNOWN: dict[str, str] = {}
+# Core YAML files (under conf/, outside every method's folder) that still name a method, each
+# with why; everything else in them is checked like the rest.
+KNOWN_YAML: dict[str, str] = {
+    "report/verdict.yaml": "the reproduction margins of every paper-table metric, FilCo's "
+                           "code-mode EM / F1 included: verdict.py reads no profile yet",
+}
 
 
 def samples_of(results: Path, experiment: str, run_id: str) -> list[dict]:
@@ -126,6 +134,106 @@ def core_hits(profiles: tuple[MethodProfile, ...]) -> dict[str, list[str]]:
             out[path.relative_to(REPO_ROOT).as_posix()] = sorted(
                 hits, key=lambda h: int(h.partition(":")[0]))
     return out
+
+
+def method_field_names(profiles: tuple[MethodProfile, ...]) -> set[str]:
+    """The record fields, settings, flags, finish reasons and metric columns the profiles
+    declare as their own (what moved out of conf/report/*.yaml and the core's registry)."""
+    out = {n for p in profiles for names in p.sample_fields.values() for n in names}
+    out |= {c for p in profiles for c in p.dashboard_settings}
+    out |= {x for p in profiles for f in p.flags for x in (f.name, f.columns)}
+    out |= {r.name for p in profiles for r in p.finish_reasons}
+    out |= {m.name for p in profiles for m in p.metrics}
+    return out - set(registry._CORE)  # a column the core registers is the core's name
+
+
+def core_yaml_files(conf: Path, profiles: tuple[MethodProfile, ...]) -> list[Path]:
+    """conf/'s YAML that is not a method's: not under a method's folder (`conf/ralm`,
+    `conf/reranker`, `conf/experiment/riches`, ...), nor a report spec of a paper's tables
+    and plots (`conf/report/<kind>/`), which move with the methods' conf folders."""
+    roots = {n for p in profiles for n in (p.name, *p.packages, *p.config_nodes,
+                                           *(g.split("/")[0] for g in p.config_groups))}
+    out = []
+    for path in sorted(conf.rglob("*.yaml")):
+        parts = path.relative_to(conf).parts
+        if parts[0] in roots or (parts[0] == "experiment" and len(parts) > 2
+                                 and parts[1] in roots) or (parts[0] == "report"
+                                                            and len(parts) > 2):
+            continue
+        out.append(path)
+    return out
+
+
+def _yaml_strings(node, out: list[tuple[str, str]]) -> None:
+    if isinstance(node, dict):
+        for k, v in node.items():
+            out.append(("key", str(k)))
+            _yaml_strings(v, out)
+    elif isinstance(node, list):
+        for v in node:
+            _yaml_strings(v, out)
+    elif isinstance(node, str):
+        out.append(("value", node))
+
+
+def core_yaml_hits(profiles: tuple[MethodProfile, ...], conf: Path = CONF_DIR
+                   ) -> dict[str, list[str]]:
+    """{core YAML file: hits} (comments are prose): a `_target_`-like dotted path into a
+    method package, a read of a method's config node (`${ralm.stride}`, `qa.num_docs`), a
+    method's config group, a defaults key naming a method's folder, or a field name a method
+    declares as its own (a key only when it is not one of the samples viewer's roles)."""
+    packages = {n for p in profiles for n in (p.name, *p.packages)}
+    nodes = {n for p in profiles for n in p.config_nodes}
+    groups = {g for p in profiles for g in p.config_groups}
+    roots = nodes | packages | {g.split("/")[0] for g in groups}
+    fields = method_field_names(profiles)
+    dotted = re.compile(rf"(?<![\w/.-])({'|'.join(map(re.escape, sorted(nodes)))})\.\w")
+    out: dict[str, list[str]] = {}
+    for path in core_yaml_files(conf, profiles):
+        found: list[tuple[str, str]] = []
+        _yaml_strings(yaml.safe_load(path.read_text(encoding="utf-8")), found)
+        hits = []
+        for kind, text in found:
+            head = text.lstrip("/").split("@")[0].split("/")[0]
+            if (kind == "value" and "." in text and re.fullmatch(r"[\w.]+", text)
+                    and text.split(".")[0] in packages) or dotted.search(text) \
+                    or text in groups or (kind == "key" and text.startswith("/")
+                                          and head in roots) \
+                    or (text in fields and not (kind == "key" and text in ROLES)):
+                hits.append(f"{kind} {text[:60]!r}")
+        if hits:
+            out[path.relative_to(conf).as_posix()] = hits
+    return out
+
+
+def test_the_cores_yaml_names_no_methods_nodes_or_fields(tmp_path, monkeypatch):
+    write_toy(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    toy = profiles_from([EntryPoint("toy", "toymethod.profile:PROFILE", "ragrepro.methods")])
+    profiles = registered() + toy
+    # what moved out of conf/report/*.yaml is among the names checked
+    assert {"diag_ctx_empty", "raw_output", "doc_titles", "rerank", "beam_size",
+            "key_closed", "em_filco_code"} <= method_field_names(profiles)
+    core = {p.relative_to(CONF_DIR).as_posix() for p in core_yaml_files(CONF_DIR, profiles)}
+    assert {"config.yaml", "report/flags.yaml", "report/samples.yaml",
+            "report/dashboard.yaml", "dataset/nq-open.yaml"} <= core
+    assert not any(f.startswith(("ralm/", "riches/", "filco/", "experiment/ralm/"))
+                   for f in core)
+    hits = core_yaml_hits(profiles)
+    assert {f: h for f, h in hits.items() if f not in KNOWN_YAML} == {}
+    # the check sees what it is meant to: planted core YAML that names a method's knowledge
+    planted = tmp_path / "conf"
+    (planted / "report").mkdir(parents=True)
+    (planted / "ralm").mkdir()
+    (planted / "report" / "x.yaml").write_text(
+        "# diag_ctx_empty in a comment is prose\nfields: {evidence: [context, raw_output]}\n"
+        "sweep: [retriever, beam_size]\nnote: ${qa.num_docs}\n"
+        "defaults: [{/riches/method: full}]\nbuild: {_target_: filco.tiny_t5.load}\n",
+        encoding="utf-8")
+    (planted / "ralm" / "base.yaml").write_text("stride: 4\n", encoding="utf-8")
+    assert core_yaml_hits(profiles, planted) == {"report/x.yaml": [
+        "value 'context'", "value 'raw_output'", "value 'beam_size'", "value '${qa.num_docs}'",
+        "key '/riches/method'", "value 'filco.tiny_t5.load'"]}
 
 
 def test_the_core_names_no_methods_keys(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from ragrepro.configcheck import group_options
 from ragrepro.errors import ConfigError
 from ragrepro.pipeline import Result, build_pipeline, is_legacy, pipeline_callable
 from ragrepro.tracking import Run, run_id_of
@@ -66,8 +67,7 @@ def test_legacy_detection():
 
 
 def _experiment_names() -> list[str]:
-    base = CONF / "experiment"
-    return sorted(str(p.relative_to(base).with_suffix("")) for p in base.rglob("*.yaml"))
+    return group_options("experiment")  # conf/ and every method's conf folder
 
 
 def test_every_experiment_composes_to_a_typed_pipeline():

@@ -96,8 +96,14 @@ def test_scoring_cells_stay_compute_bound():
     cfg = _cfg("experiment=ralm/paper/fig4", "model=opt-6.7b")
     p = plan.plan_cell(cfg, "", 80.0, 1)
     assert p.decode_s == 0.0 and p.generated_tokens == 0
-    assert p.hours == pytest.approx(p.forward_tokens / plan.tokens_per_second(
-        p.models[0].params) / 3600)
+    body, head = plan.lm_matmuls(p.models[0])
+    assert body + head < p.models[0].params  # the token and position tables are lookups
+    scored = int(245_569 * plan.TOKENS_PER_WORD) - 1
+    flops = 2 * (body * p.forward_tokens + head * scored)
+    assert p.hours == pytest.approx(flops / plan.DEVICES[plan.DEFAULT_DEVICE].flops / 3600)
+    # a given rate is taken as it is, for every forward token
+    given = plan.plan_cell(cfg, "", 80.0, 1, tok_per_s=1e4)
+    assert given.hours == pytest.approx(given.forward_tokens / 1e4 / 3600)
 
 
 def test_qa_and_filco_decode_greedily_in_batches():
@@ -105,11 +111,11 @@ def test_qa_and_filco_decode_greedily_in_batches():
     from ralm.profile import PROFILE as RALM
 
     qa = _cfg("experiment=ralm/paper/table4", "limit=10")
-    assert RALM.plan(qa, plan.TFLOPS).decoding == Decoding(10, 10, 2 * 160 + 64, 1)
+    assert RALM.planner.plan(qa, plan.TFLOPS).decoding == Decoding(10, 10, 2 * 160 + 64, 1)
     psg = _cfg("experiment=filco/paper/table5", "limit=10", "filco/variant=psg")
-    assert FILCO.plan(psg, plan.TFLOPS).decoding == Decoding(10, 128, 5 * 160 + 64, 8)
+    assert FILCO.planner.plan(psg, plan.TFLOPS).decoding == Decoding(10, 128, 5 * 160 + 64, 8)
     filtering = _cfg("experiment=filco/paper/table5", "limit=10", "filco/variant=filco")
-    got = FILCO.plan(filtering, plan.TFLOPS).decoding
+    got = FILCO.planner.plan(filtering, plan.TFLOPS).decoding
     ctx_tokens = filtering.filco.ctx_max_new_tokens
     assert got.steps == 128 + ctx_tokens  # M_ctx's filtered context, then the answer
 
@@ -152,3 +158,21 @@ def test_riches_ablation_and_baselines_decode_with_one_live_hypothesis():
     assert (free.beam, free.steps) == (1, 160)
     # 4 follow-up steps of 64 tokens each, after the prompt, question and 4 passages
     assert iterative == Decoding(3_610, 4 * 64, prompt_tokens(cfg) + 32 + 4 * 160, 1, 1, 1)
+
+
+def test_scoring_runs_the_head_at_the_scored_positions_only():
+    # 100 positions through 1e6 layer parameters, a 4e5-parameter head at 10 of them
+    assert plan.scoring_seconds(10**6, 4 * 10**5, 100, 10, 1e9) == pytest.approx(
+        2 * (10**6 * 100 + 4 * 10**5 * 10) / 1e9)
+
+
+def test_matmul_parameters_leave_the_embedding_tables_out():
+    from ragrepro.models.archs import matmul_parameters
+
+    # GPT-2 small: 124,439,808 parameters; token table 50,257 x 768 (tied to the head) and
+    # position table 1,024 x 768 are looked up: 85,056,000 in the layers (its known
+    # non-embedding count)
+    assert matmul_parameters("gpt2", "GPT2LMHeadModel") == (85_056_000, 50_257 * 768)
+    # OPT-350m: the head is its 512-wide tied table; project_in/out are matmuls
+    body, head = matmul_parameters("facebook/opt-350m", "OPTForCausalLM")
+    assert head == 50_272 * 512 and body == 331_198_464 - head - 2050 * 1024

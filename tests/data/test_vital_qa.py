@@ -106,10 +106,10 @@ def test_article_groups_join_questions_through_shared_articles():
 def test_prompt_demonstration_articles_are_train_only(rows):
     from omegaconf import OmegaConf
 
-    from ragrepro.paths import CONF_DIR
+    from ragrepro.configcheck import option_file
 
     demo_titles = {st["title"] for name in ("single_hop", "multi_hop") for ex in OmegaConf.load(
-        CONF_DIR / "riches" / "prompts" / f"{name}.yaml")["examples"] for st in ex["steps"]}
+        option_file("riches/prompts", name))["examples"] for st in ex["steps"]}
     assert demo_titles == set(_generator().PINNED_TRAIN)
     for r in rows:
         if demo_titles & set(r["gold_titles"]):

@@ -1,4 +1,4 @@
-"""The FilCo ladder table (conf/report/tables/filco/fig4_ladder.yaml) shows each fallback
+"""The FilCo ladder table (filco/conf/report/tables/filco/fig4_ladder.yaml) shows each fallback
 switch beside the released code's default, labelled as a switch, with the context
 diagnostics of the FilCo columns, built from a hand-made results tree."""
 from __future__ import annotations

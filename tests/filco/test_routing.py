@@ -17,7 +17,7 @@ from filco.resources import Labeller, Setup
 from filco.settings import FilcoSettings
 from filco.silver import Example
 from filco.tasks import get_task
-from ragrepro.paths import CONF_DIR
+from ragrepro.configcheck import option_file
 from ragrepro.tracking import Run
 
 
@@ -66,11 +66,12 @@ TEST = [Example("e1", "Which city is the French capital?", ("Paris",),
 
 
 def filco_settings(variant: str = "filco", **over) -> FilcoSettings:
-    """conf/filco/default.yaml with one conf/filco/variant file merged after its own keys (as
-    Hydra composes them: `defaults: [_self_, variant: filco]`), then `over` (dotted keys)."""
-    node = OmegaConf.load(CONF_DIR / "filco" / "default.yaml")
+    """filco/conf/filco/default.yaml with one filco/variant option file merged after its own
+    keys (as Hydra composes them: `defaults: [_self_, variant: filco]`), then `over` (dotted
+    keys)."""
+    node = OmegaConf.load(option_file("filco", "default"))
     node.pop("defaults")
-    chosen = OmegaConf.load(CONF_DIR / "filco" / "variant" / f"{variant}.yaml")
+    chosen = OmegaConf.load(option_file("filco/variant", variant))
     cfg = OmegaConf.create({"filco": OmegaConf.merge(node, chosen)})
     for k, v in over.items():
         OmegaConf.update(cfg, f"filco.{k}", v)
@@ -94,7 +95,7 @@ def setup(tmp_path, monkeypatch):
     monkeypatch.setattr(resources, "trained_lm", fake_trained_lm)
 
     def make(variant: str, run_id: str | None = None, **over):
-        """One run of the conf/filco/variant file `variant` on TRAIN / TEST."""
+        """One run of the filco/conf/filco/variant file `variant` on TRAIN / TEST."""
         s = nq_setup(replace(filco_settings(variant, **over), k=1), FakeLM("base", log))
         run = Run("filco/test", run_id or variant, tmp_path / "results")
         run.start()

@@ -89,6 +89,7 @@ def assert_same_ppl(sharded: Path, unsharded: tuple[Path, dict]) -> None:
     assert _table_rows(sharded) == _table_rows(ref_root)  # same CIs in `ragrepro table`
 
 
+@pytest.mark.slow
 def test_local_sweep_merges_on_the_last_part_and_a_lost_part_reruns_alone(unsharded_ppl,
                                                                           tmp_path):
     results = tmp_path / "results"
@@ -133,6 +134,7 @@ def unsharded_qa(tmp_path_factory):
     return {**_read(results, "ralm/table4"), "root": results}
 
 
+@pytest.mark.slow
 def test_qa_parts_merged_by_command_give_identical_predictions(unsharded_qa, tmp_path):
     results = tmp_path / "results"
     env = base_env(results)
@@ -209,6 +211,7 @@ METHODS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("experiment", sorted(METHODS))
 def test_riches_and_filco_parts_merge_to_the_unsharded_run(experiment, tmp_path):
     cell = METHODS[experiment]

@@ -79,6 +79,7 @@ def _same(a, b):
                                rtol=0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_local_launcher_parts_merge_to_the_unsharded_index(unsharded, tmp_path):
     got, log = _sharded_top_k(tmp_path, [])
     assert "Part 2/3 of wiki-vital-first30: embedding files 2-2, 1 to encode" in log
@@ -94,6 +95,7 @@ def test_ray_parts_merge_to_the_unsharded_index(unsharded, ray_head, tmp_path):
     _same(got, unsharded)
 
 
+@pytest.mark.slow
 def test_parts_resume_per_file_and_merge_names_missing_parts(tmp_path):
     cache, results = tmp_path / "cache", tmp_path / "results"
     env = base_env(results, RAGREPRO_CACHE=str(cache))

@@ -3,7 +3,7 @@ from ralm.settings import RunSettings, settings_from_defaults
 
 
 def run_settings(seed: int = 0, batch_size: int = 8, **values) -> RunSettings:
-    """A run's settings for the engine tests: conf/ralm/base.yaml's `ralm` node with `values`
+    """A run's settings for the engine tests: ralm/conf/ralm/base.yaml's `ralm` node with `values`
     over it (a model without BOS, so window_bos=auto is false)."""
     return settings_from_defaults(values, seed=seed, batch_size=batch_size, model_adds_bos=False)
 

@@ -169,7 +169,7 @@ def test_retriever_source_near_dup_filter_overfetches_and_keeps_k():
         def __init__(self):
             self.asked = []
 
-        def search(self, queries, k, exclude_titles=()):
+        def search(self, queries, k, exclude_titles=(), fetch=None):
             self.asked.append(k)
             texts = ["the evaluated text itself again", "x y z", "p q r", "s t u", "v w"]
             return [[Hit(pid=str(i), title=f"T{i}", text=t, score=5.0 - i)

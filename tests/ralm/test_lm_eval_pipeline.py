@@ -1,5 +1,5 @@
 """`ralm.lm_eval.run` called as Hydra calls it, with a one-token-per-character fake LM: the
-settings come from conf/ralm/base.yaml (their only defaults), and the components a cell does
+settings come from ralm/conf/ralm/base.yaml (their only defaults), and the components a cell does
 not use are never built (no retriever for rerank=none, no scorer for a self-scored cell)."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.configcheck import option_file
 from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
-from ragrepro.paths import CONF_DIR
 from ragrepro.pipeline import build_pipeline
 from ragrepro.retrieval.base import Hit
 from ragrepro.tracking import Run
@@ -67,7 +67,7 @@ class FakeRetriever:
     def __init__(self):
         self.queries: list[str] = []
 
-    def search(self, queries, k, exclude_titles=()):
+    def search(self, queries, k, exclude_titles=(), fetch=None):
         self.queries += list(queries)
         return [[Hit(pid=f"p{j}", title=f"T{j}", text="zz", score=1.0) for j in range(k)]
                 for _ in queries]
@@ -78,8 +78,8 @@ class FakeRetriever:
 
 def ralm_settings(rerank: str = "first", **over: Any):
     # the variant node exactly as its config group option writes it
-    option = OmegaConf.load(CONF_DIR / "ralm" / "rerank" / f"{rerank}.yaml").rerank
-    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm,
+    option = OmegaConf.load(option_file("ralm/rerank", rerank)).rerank
+    node = OmegaConf.merge(OmegaConf.load(option_file("ralm", "base")).ralm,
                            {"max_length": 16, "stride": 4, "query_len": 2, "doc_max_tokens": 3,
                             "k": 2, "forbidden_titles": "none", "rerank": option, **over})
     return instantiate(node)
@@ -131,8 +131,8 @@ def test_the_scorer_is_not_loaded_when_it_is_the_evaluated_model(tmp_path):
 
 
 def test_settings_keys_are_checked_when_the_pipeline_is_built():
-    base = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "base.yaml").ralm,
-                           OmegaConf.load(CONF_DIR / "ralm" / "rerank" / "first.yaml"))
+    base = OmegaConf.merge(OmegaConf.load(option_file("ralm", "base")).ralm,
+                           OmegaConf.load(option_file("ralm/rerank", "first")))
     for bad, match in (({"strid": 4}, "strid"), ({"word_count": "words"}, "word_count")):
         cfg = OmegaConf.create({"ralm": OmegaConf.merge(base, bad), "pipeline": "${ralm}"})
         with pytest.raises(ConfigError, match=match):

@@ -10,8 +10,8 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.configcheck import option_file
 from ragrepro.deferred import Deferred
-from ragrepro.paths import CONF_DIR
 from ragrepro.retrieval.base import Hit
 from ragrepro.tracking import Run
 from ralm import qa as qa_mod
@@ -96,8 +96,8 @@ def _records(path: Path, name: str = "local_qa", split: str = "all", limit: int 
 
 
 def _settings(**qa: Any):
-    """conf/ralm/qa.yaml's settings (the defaults live there only), with overrides."""
-    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "qa.yaml").qa, qa)
+    """ralm/conf/ralm/qa.yaml's settings (the defaults live there only), with overrides."""
+    node = OmegaConf.merge(OmegaConf.load(option_file("ralm", "qa")).qa, qa)
     return instantiate(node)
 
 

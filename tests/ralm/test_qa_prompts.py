@@ -71,14 +71,14 @@ def test_official_char_stripping():
 
 
 def qa_settings(qa: dict):
-    """The QA settings as the pipeline gets them: conf/ralm/qa.yaml (where the defaults
+    """The QA settings as the pipeline gets them: ralm/conf/ralm/qa.yaml (where the defaults
     live) with `qa` merged in, built by ragrepro.pipeline (errors become ConfigError)."""
     from omegaconf import OmegaConf
 
-    from ragrepro.paths import CONF_DIR
+    from ragrepro.configcheck import option_file
     from ragrepro.pipeline import build_pipeline
 
-    node = OmegaConf.merge(OmegaConf.load(CONF_DIR / "ralm" / "qa.yaml").qa, qa)
+    node = OmegaConf.merge(OmegaConf.load(option_file("ralm", "qa")).qa, qa)
     return build_pipeline(OmegaConf.create({"qa": node, "pipeline": "${qa}"}))
 
 

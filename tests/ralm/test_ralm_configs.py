@@ -1,19 +1,18 @@
 """Every RALM experiment config (mini and paper scale) composes, and so does every cell of its
 sweep; the settings the paper fixes are the defaults at paper scale."""
-from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.configcheck import group_options, option_file
 from ragrepro.paths import CONF_DIR
 from ralm.rerank import Rerank
 
-EXP_DIR = CONF_DIR / "experiment" / "ralm"
-MINE = sorted(p for p in EXP_DIR.rglob("*.yaml")
-              if not p.name.startswith(("table4", "fig8")))
-NAMES = [str(p.relative_to(CONF_DIR / "experiment").with_suffix("")) for p in MINE]
+# the RALM experiments wherever Hydra finds them (ralm/conf/experiment/ralm/)
+NAMES = [e for e in group_options("experiment") if e.startswith("ralm/")
+         and not e.rpartition("/")[2].startswith(("table4", "fig8"))]
 
 
 def _compose(overrides, hydra_node=False):
@@ -43,7 +42,7 @@ def test_experiment_and_every_sweep_cell_compose(name):
     for combo in [[v[i % len(v)] for v in values] for i in range(width)]:
         cell = _compose([f"experiment={name}"] + [f"{k}={v}" for k, v in zip(keys, combo)])
         OmegaConf.to_container(cell, resolve=True)  # every interpolation resolves
-        rerank = instantiate(cell.ralm.rerank)  # a conf/ralm/rerank/ option's variant
+        rerank = instantiate(cell.ralm.rerank)  # a ralm/conf/ralm/rerank/ option's variant
         assert isinstance(rerank, Rerank)
         if rerank.trained:
             assert "reranker" in cell
@@ -73,7 +72,7 @@ def test_mini_table1_is_the_documented_sizing():
     cfg = _compose(["experiment=ralm/table1"])
     r = cfg.ralm
     assert (r.max_length, r.stride, r.doc_max_tokens, r.k, cfg.limit) == (256, 16, 64, 4, 10)
-    assert Path(CONF_DIR / "reranker" / "minilm-l6.yaml").exists()
+    assert option_file("reranker", "minilm-l6").is_file()
 
 
 def test_mini_keeps_the_papers_document_and_query_fractions():

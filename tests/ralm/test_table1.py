@@ -1,4 +1,4 @@
-"""The Table 1 builder (the `ralm.table1` layout with conf/report/tables/ralm/table1.yaml):
+"""The Table 1 builder (the `ralm.table1` layout with ralm/conf/report/tables/ralm/table1.yaml):
 one row per setting, CIs on every perplexity and gain, the headline."""
 import json
 import math

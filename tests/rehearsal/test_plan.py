@@ -40,7 +40,11 @@ def test_gpus_needed_and_fits():
 def test_lm_forward_tokens_are_windows_times_length():
     cfg = _cfg("experiment=ralm/paper/fig4")
     tokens = int(245_569 * plan.TOKENS_PER_WORD)
-    assert plan.forward_tokens(cfg) == -(-tokens // 4) * 1024
+    # the engine's windows: one of 1,024 tokens, then one every 4 (ralm/windows.py)
+    windows = 1 + -(-(tokens - 1024) // 4)
+    assert plan.forward_tokens(cfg) == windows * 1024
+    # vocabulary logits at the scored tokens only: each token but the first, once
+    assert plan.method_extras(cfg).sizing.scored_tokens == tokens - 1
 
 
 def test_qa_forward_tokens_follow_the_limit():
@@ -54,7 +58,7 @@ def test_filco_sizes_its_cells_through_its_profile():
 
     cfg = _cfg("experiment=filco/paper/table5", "limit=10")
     # k=5 passages, 128 answer tokens, 1,024-token inputs, batch_size 8 (its paper config)
-    assert PROFILE.plan(cfg, plan.TFLOPS).sizing == Sizing(10 * (5 * 160 + 64 + 128), 1024, 8)
+    assert PROFILE.planner.plan(cfg, plan.TFLOPS).sizing == Sizing(10 * (5 * 160 + 64 + 128), 1024, 8)
     assert plan.forward_tokens(cfg) == 10 * (5 * 160 + 64 + 128)
     # without its profile the core knows none of FilCo's keys: one passage, 32 tokens
     assert plan.method_extras(cfg, profiles=()).sizing is None

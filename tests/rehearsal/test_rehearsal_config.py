@@ -7,7 +7,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from ragrepro.configcheck import check_config
+from ragrepro.configcheck import check_config, group_options, option_file
 from ragrepro.models.lm import effective_dtype
 from ragrepro.paths import CONF_DIR
 from ragrepro.rehearsal.cells import CellResult, sweep_cells, write_summary
@@ -28,8 +28,7 @@ def test_sweep_cells_are_the_basic_sweepers_product_in_order():
 
 
 def test_every_paper_config_composes_in_rehearsal_mode_with_a_small_limit():
-    exps = sorted(p.relative_to(CONF_DIR / "experiment").with_suffix("")
-                  for p in (CONF_DIR / "experiment").glob("*/paper/*.yaml"))
+    exps = [e for e in group_options("experiment") if e.split("/")[1:2] == ["paper"]]
     assert len(exps) == 23
     for exp in exps:
         cfg = _compose(f"experiment={exp}", "rehearsal=cpu")
@@ -101,8 +100,9 @@ def test_a_retrieval_cell_that_never_retrieved_fails_the_rehearsal():
     from ragrepro.rehearsal.cells import coverage_problem
 
     def cfg(rerank):  # RALM's profile judges it (ralm/profile.py, `coverage`)
-        option = CONF_DIR / "ralm" / "rerank" / f"{rerank}.yaml"
-        return OmegaConf.create({} if rerank is None else {"ralm": OmegaConf.load(option)})
+        if rerank is None:
+            return OmegaConf.create({})
+        return OmegaConf.create({"ralm": OmegaConf.load(option_file("ralm/rerank", rerank))})
 
     assert "never exercised" in coverage_problem(cfg("first"), {"n_windows_with_doc": 0})
     assert coverage_problem(cfg("first"), {"n_windows_with_doc": 3}) == ""

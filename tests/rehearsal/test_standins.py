@@ -7,9 +7,9 @@ import pytest
 import yaml
 
 from ragrepro import rehearsal
+from ragrepro.configcheck import config_dirs, group_options, option_file
 from ragrepro.errors import ConfigError
 from ragrepro.models.loading import resolve_source
-from ragrepro.paths import CONF_DIR
 from ragrepro.rehearsal.standins import needs_standin, standin_dir, standin_spec
 
 # hub id -> `architectures` in its config.json and the tokenizer class it loads with
@@ -36,7 +36,7 @@ REAL = {
 def _conf_sources() -> set[str]:
     """Every hub model id a config names (models, retriever encoders, rerankers, AutoAIS)."""
     out = set()
-    for path in CONF_DIR.rglob("*.yaml"):
+    for path in (p for d in config_dirs() for p in d.rglob("*.yaml")):
         text = path.read_text(encoding="utf-8")
         for line in text.splitlines():
             key, _, value = line.strip().partition(":")
@@ -45,7 +45,8 @@ def _conf_sources() -> set[str]:
                     "gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl", "roberta-base",
                     "bert-base-uncased"):
                 out.add(value)
-    for p in (CONF_DIR / "experiment" / "riches" / "paper").glob("*.yaml"):
+    for p in (option_file("experiment", e) for e in group_options("experiment")
+              if e.startswith("riches/paper/")):
         cfg = yaml.safe_load(p.read_text())
         model = ((cfg.get("riches") or {}).get("autoais") or {}).get("model")
         if model:

@@ -155,7 +155,7 @@ def test_a_bad_text_file_exits_2_naming_the_path_before_the_model(ragrepro, resu
 
 def test_an_empty_text_is_refused_by_its_loader_before_the_model(ragrepro, results, tmp_path):
     """With the minimum lowered to 1 the file check lets an empty file through; the texts are
-    built before the model (conf/ralm/base.yaml) and the loader names the file."""
+    built before the model (ralm/conf/ralm/base.yaml) and the loader names the file."""
     (tmp_path / "e.jsonl").write_text('{"text": ""}\n{"text": "  "}\n', encoding="utf-8")
     code, text = ragrepro("experiment=ralm/table1", "dataset=local_text",
                           f"dataset.path={tmp_path / 'e.jsonl'}", "ralm/rerank=none",

@@ -3,17 +3,17 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
 
-from ragrepro.paths import CONF_DIR, REPO_ROOT
+from ragrepro.configcheck import config_dirs
+from ragrepro.paths import REPO_ROOT
 
 PACKAGES = ("ragrepro", "ralm", "riches", "filco", "scripts")
 
 
 def test_trust_remote_code_is_off_in_every_model_config():
-    for path in sorted((Path(CONF_DIR) / "model").glob("*.yaml")):
+    for path in sorted(p for d in config_dirs() for p in (d / "model").glob("*.yaml")):
         cfg = yaml.safe_load(path.read_text())
         if "_target_" in cfg and cfg["_target_"].endswith("load_lm"):
             assert cfg.get("trust_remote_code") is False, path.name

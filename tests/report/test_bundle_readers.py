@@ -161,3 +161,15 @@ def test_the_report_and_dashboard_read_the_bundle(clone):
     assert {r.run_id for r in table1.rows if r.run_id} == bundled  # every run in the grid
     page = report.index.read_text(encoding="utf-8")
     assert all(f"ralm/table1/{r.run_id}/samples.jsonl" in page for r in report.runs)
+
+
+def test_one_experiments_reader_unpacks_only_its_bundle(tiny):
+    # another experiment's bundle, damaged: reading every run refuses it by name; reading
+    # x/table alone never opens it
+    other = evidence.bundle_path(tiny, "y/other")
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_bytes(b"not a gzip file")
+    with pytest.raises(DataError, match="y/other"):
+        runs.load_runs(tiny)
+    assert _nlls(runs.load_runs(tiny, "x/table")) == {"aaa": 1.5, "bbb": 2.5}
+    assert {r.experiment for r in runs.load_runs(tiny, "x/table")} == {"x/table"}

@@ -18,7 +18,7 @@ from ragrepro.report.result_specs import load_result_spec
 from scripts import relayout_table
 from tests.report import table_fixtures as fx
 
-# The note sentence the readable layout added to conf/report/tables/riches/_defaults.yaml.
+# The note sentence the readable layout added to riches/conf/report/tables/riches/_defaults.yaml.
 CSV_SENTENCE = (" EM, the soft AutoAIS score and the seconds per question are in the CSV "
                 "beside this table.")
 # The RICHES columns before the readable layout (the committed specs until then).

@@ -126,9 +126,12 @@ def test_a_results_table_is_one_yaml(tmp_path: Path) -> None:
 
 
 def test_every_results_spec_loads() -> None:
-    """The shipped specs (conf/report/) exactly; every spec on the search path, an installed
-    plug-in's too (tests/core/test_plugin_papercuts.py runs this with one), loads."""
-    shipped = result_spec_names(SPEC_DIR)
+    """The shipped specs (conf/report/ and the built-in methods' <method>/conf/report/)
+    exactly; every spec on the search path, an installed plug-in's too
+    (tests/core/test_plugin_papercuts.py runs this with one), loads."""
+    shipped = result_spec_names([SPEC_DIR, *(REPO_ROOT / m / "conf" / "report"
+                                             for m in ("ralm", "riches", "filco"))])
+    assert result_spec_names(SPEC_DIR) == []  # every results table is a method's
     assert {"ralm/table1", "riches/main", "riches/keys", "riches/beam", "riches/interleave",
             "filco/fig4", "filco/table2", "filco/table3", "filco/table4", "filco/table5",
             "filco/fig6", "riches/main_ladder", "filco/fig4_ladder", "ralm/fig8"} == set(shipped)

@@ -52,7 +52,8 @@ def test_hits_carry_exact_passages_even_with_line_breaks(bm25, vital):
 
 
 def test_forbidden_titles_drop_hits(bm25):
-    [hits] = bm25.search(["opera in four acts by Georges Bizet"], k=5, exclude_titles=["Carmen"])
+    [hits] = bm25.search(["opera in four acts by Georges Bizet"], k=5, exclude_titles=["Carmen"],
+                         fetch=20)
     assert "Carmen" not in [h.title for h in hits] and len(hits) == 5
     [plain] = bm25.search(["opera in four acts by Georges Bizet"], k=6)
     assert [h.pid for h in hits] == [h.pid for h in plain[1:6]]

@@ -1,5 +1,6 @@
-"""The forbidden-title filter (official RALM behaviour) and the on-disk result cache, on a
-deterministic fake retriever so the arithmetic is checked without an index."""
+"""The forbidden-title filter and the on-disk result cache, on a deterministic fake retriever
+so the arithmetic is checked without an index (RALM's official candidate count:
+tests/ralm/test_candidates.py)."""
 from __future__ import annotations
 
 import unicodedata
@@ -8,7 +9,7 @@ import pytest
 
 from ragrepro.data.records import Passage
 from ragrepro.errors import ConfigError
-from ragrepro.retrieval.base import Hit, Retriever, cache_path_of, filter_titles, n_candidates
+from ragrepro.retrieval.base import Hit, Retriever, cache_path_of, fetch_count, filter_titles
 from ragrepro.retrieval.corpus import Corpus
 
 EVA_NFC = unicodedata.normalize("NFC", "Éva Gauthier")
@@ -33,11 +34,11 @@ def test_filter_keeps_first_k_allowed_in_order_and_may_return_fewer():
     assert [h.title for h in filter_titles(hits, {"A", "B", "C", "D"}, k=3)] == ["X", "X"]
 
 
-def test_candidate_count_is_max_100_4k_with_exclusions():
-    assert n_candidates(16, []) == 16
-    assert n_candidates(16, ["t"]) == 100
-    assert n_candidates(25, ["t"]) == 100
-    assert n_candidates(30, ["t"]) == 120
+def test_fetch_is_k_unless_the_caller_asks_for_more():
+    assert fetch_count(16, None) == 16
+    assert fetch_count(16, 100) == 100
+    with pytest.raises(ConfigError, match="fetch=3 is smaller than k=4"):
+        fetch_count(4, 3)
 
 
 class FakeRetriever(Retriever):
@@ -61,9 +62,12 @@ def _corpus(text="a"):
 
 def test_search_fetches_candidates_then_filters():
     r = FakeRetriever(_corpus())
-    [hits] = r.search(["q"], k=3, exclude_titles=["q-0", "q-2"])
+    [hits] = r.search(["q"], k=3, exclude_titles=["q-0", "q-2"], fetch=100)
     assert r.calls == [(["q"], 100)]
     assert [h.title for h in hits] == ["q-1", "q-3", "q-4"]
+    # without `fetch` the filter works on the first k hits: fewer than k can remain
+    [few] = r.search(["q"], k=3, exclude_titles=["q-0", "q-2"])
+    assert r.calls[-1] == (["q"], 3) and [h.title for h in few] == ["q-1"]
     [plain] = r.search(["q"], k=3)
     assert r.calls[-1] == (["q"], 3) and [h.title for h in plain] == ["q-0", "q-1", "q-2"]
 

@@ -79,11 +79,12 @@ def riches_config(*overrides: str) -> DictConfig:
 
 
 def shipped_prompt(name: str) -> dict[str, Any]:
-    """conf/riches/prompts/<name>.yaml as the experiments compose it (riches.prompts.<name>)."""
+    """riches/conf/riches/prompts/<name>.yaml as the experiments compose it
+    (riches.prompts.<name>)."""
     return OmegaConf.to_container(riches_config().riches.prompts[name], resolve=True)
 
 
 def key_settings(key_type: str, **changes: Any) -> KeySettings:
-    """conf/riches/keys/<key_type>.yaml built into KeySettings, with `changes`."""
+    """riches/conf/riches/keys/<key_type>.yaml built into KeySettings, with `changes`."""
     node = riches_config(f"riches/keys@riches.key={key_type}").riches.key
     return dataclasses.replace(instantiate(node, _convert_="object"), **changes)

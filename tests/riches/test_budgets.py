@@ -12,6 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 from riches_fakes import riches_config, shipped_prompt
 
+from ragrepro.configcheck import option_file
 from ragrepro.errors import ConfigError
 from ragrepro.generation import record
 from ragrepro.paths import CONF_DIR
@@ -116,7 +117,7 @@ def test_the_rehearsal_cap_is_not_checked_but_the_configured_budget_is() -> None
 
 def _sweep(experiment: str) -> list[tuple[str, ...]]:
     """Every (key type, hops) override pair of a mini experiment's sweep."""
-    cfg = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml")
+    cfg = OmegaConf.load(option_file("experiment", experiment))
     params = OmegaConf.select(cfg, "hydra.sweeper.params") or {}
     keys = str(params.get("riches/keys@riches.key", "")).split(",") if \
         "riches/keys@riches.key" in params else [None]
@@ -208,7 +209,7 @@ def test_paper_budgets_hold_under_the_rehearsal(experiment: str, tmp_path_factor
     root = tmp_path_factory.mktemp("rehearsal")
     base = compose_experiment(experiment)
     lm = tok_lm_at(str(standin_dir(str(base.model.source), root)))
-    params = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
+    params = OmegaConf.load(option_file("experiment", experiment)).hydra.sweeper.params
     keys = str(params.get("riches/keys@riches.key", base.riches.key.name)).split(",")
     for key in keys:
         cfg = compose_experiment(experiment, f"riches/keys@riches.key={key}", "rehearsal=cpu")

@@ -283,3 +283,64 @@ def test_wide_spans_are_memoised_apart_from_narrow_ones(tmp_path, monkeypatch) -
     assert all(hi - lo < 10 for lo, hi, _ in one._cache)
     one._cache.clear()  # what the benchmarks clear between walks: the answers stay the same
     assert all(one.allowed_next(k[:2], True) == want[tuple(k[:2])] for k in keys)
+
+
+# -- the stacked per-shard children against each shard asked alone ---------------------------
+def per_shard_reference(index: ShardedIndex, span: ish.ShardSpan) -> tuple[dict[int, int],
+                                                                           dict[int, list]]:
+    """What the shards say one by one (SuffixIndex.children / narrow on each shard): the merged
+    {token: count} and, per token, every shard's (lo, hi) after narrowing by it."""
+    merged: dict[int, int] = {}
+    spans: dict[int, list] = {}
+    for i, (sh, sp) in enumerate(zip(index.shards, span.spans)):
+        if sp.count <= 0:
+            continue
+        for t, c in sh.children(sp).as_dict().items():
+            merged[t] = merged.get(t, 0) + c
+            nxt = sh.narrow(sp, t)
+            spans.setdefault(t, [(0, 0)] * len(index.shards))[i] = (nxt.lo, nxt.hi)
+    if span.shared and index.sep in merged:
+        merged[index.sep] -= span.shared
+    return merged, spans
+
+
+@pytest.mark.parametrize("scan_rows", [1, 3, 2048])  # 1 and 3: scanned and bisected shards mixed
+@pytest.mark.parametrize("n_shards", [2, 5])
+def test_stacked_children_and_narrowing_equal_each_shard_alone(tmp_path, monkeypatch,
+                                                              scan_rows: int,
+                                                              n_shards: int) -> None:
+    from riches import index as ri
+
+    monkeypatch.setattr(ri, "SCAN_ROWS", scan_rows)  # each shard bisects above it
+    monkeypatch.setattr(ish, "STACK_SCAN_ROWS", scan_rows)
+    monkeypatch.setattr(ish, "WIDE_ROWS", 12)  # both memos in use
+    vocab = 7
+    rng = np.random.default_rng(scan_rows * 10 + n_shards)
+    keys = random_keys(rng, 60, vocab, 9)
+    many = sharded(tmp_path, keys, vocab, n_shards)
+    checked = 0
+    # [SEP] (from the root, and at a key start): its last row, each shard's closing separator,
+    # runs past the shard's end and is dropped (a prefix through a separator is no query: the
+    # key-truncated suffix order does not sort past it)
+    for prefix in prefixes(rng, keys, vocab) + [[vocab]]:
+        for at_start in (False, True) if prefix != [vocab] else (False,):
+            span = many.find(prefix, at_start)
+            if span is None:
+                continue
+            want, want_spans = per_shard_reference(many, span)
+            got = many.children(span)
+            assert got.as_dict() == want, prefix
+            assert got.tokens.tolist() == sorted(want)
+            for t in want:
+                nxt = many.narrow(span, t)
+                if span.depth == 0 and t == vocab:
+                    continue  # the boundary separators: test_..._counted_once
+                assert [(s.lo, s.hi) for s in nxt.spans] == want_spans[t], (prefix, t)
+                assert all(s.depth == span.depth + 1 for s in nxt.spans)
+            assert many.narrow(span, vocab + 1) is None  # no such token
+            checked += 1
+    assert checked > 300
+    assert many._wide and all(ish.ShardSpan(tuple(ish.Span(lo, hi, k[0]) for lo, hi in k[2:]),
+                                            k[0], k[1]).count >= 12 for k in many._wide)
+    assert all(ish.ShardSpan(tuple(ish.Span(lo, hi, k[0]) for lo, hi in k[2:]), k[0],
+                             k[1]).count < 12 for k in many._cache)

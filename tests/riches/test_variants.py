@@ -10,6 +10,7 @@ from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from ragrepro.configcheck import group_options, option_file
 from ragrepro.data.records import QARecord
 from ragrepro.errors import ConfigError
 from ragrepro.paths import CONF_DIR
@@ -23,9 +24,8 @@ from riches.settings import DenseSettings, KeySettings, Markers, RichesSettings
 
 VARIANTS = {"riches": pipeline.riches, "no_retrieval": pipeline.no_retrieval,
             "dense_reader": pipeline.dense_reader, "iterative": pipeline.iterative}
-EXPERIMENTS = sorted(str(p.relative_to(CONF_DIR / "experiment").with_suffix(""))
-                     for p in (CONF_DIR / "experiment" / "riches").rglob("*.yaml")
-                     if not p.stem.endswith("_shards"))  # preprocessing jobs, not variants
+EXPERIMENTS = [e for e in group_options("experiment") if e.startswith("riches/")
+               and not e.endswith("_shards")]  # preprocessing jobs, not variants
 
 
 def _compose(*overrides: str):
@@ -51,7 +51,7 @@ def test_every_experiment_and_variant_names_a_typed_target(experiment: str) -> N
 def test_main_sweeps_every_variant_with_riches_first() -> None:
     """dense_reader's k: auto reads the RICHES row of the same sweep, so RICHES runs first."""
     for experiment in ("riches/main", "riches/paper/main"):
-        params = OmegaConf.load(CONF_DIR / "experiment" / f"{experiment}.yaml").hydra.sweeper.params
+        params = OmegaConf.load(option_file("experiment", experiment)).hydra.sweeper.params
         assert params["riches/method"].split(",") == list(VARIANTS)
 
 
