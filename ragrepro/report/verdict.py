@@ -33,6 +33,7 @@ from typing import Any, Protocol
 import yaml
 
 from ..errors import ConfigError
+from ..methods import conf_dirs
 from .paper import PaperNumber
 from .spec import SPEC_DIR
 
@@ -260,9 +261,23 @@ def parse_margin(metric: str, node: Any, where: str = "verdict.yaml") -> Margin:
         raise ConfigError(f"{where}: {metric}: {e}") from None
 
 
-def load_margins(path: Path = VERDICT_YAML) -> dict[str, Margin]:
-    """metric column -> its margin (conf/report/verdict.yaml)."""
-    return _read(str(path))
+def load_margins(path: Path | None = None) -> dict[str, Margin]:
+    """metric column -> its margin: conf/report/verdict.yaml, then each method's own
+    `<conf_dir>/report/verdict.yaml` for its metrics (FilCo's code-mode EM / F1); a metric
+    given two margins is refused. Given a path, that file only."""
+    if path is not None:
+        return _read(str(path))
+    out = dict(_read(str(VERDICT_YAML)))
+    for conf in conf_dirs():
+        extra = conf / "report" / "verdict.yaml"
+        if not extra.is_file():
+            continue
+        for metric, margin in _read(str(extra)).items():
+            if metric in out and out[metric] != margin:
+                raise ConfigError(f"{extra}: {metric} has a margin in conf/report/verdict.yaml "
+                                  f"already ({out[metric].text}); keep one of the two.")
+            out[metric] = margin
+    return out
 
 
 def margin_for(metric: str | None, margins: Mapping[str, Margin] | None = None) -> Margin | None:

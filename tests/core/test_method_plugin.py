@@ -30,10 +30,7 @@ CORE = REPO_ROOT / "ragrepro"
 KNOWN: dict[str, str] = {}
 # Core YAML files (under conf/, outside every method's folder) that still name a method, each
 # with why; everything else in them is checked like the rest.
-KNOWN_YAML: dict[str, str] = {
-    "report/verdict.yaml": "the reproduction margins of every paper-table metric, FilCo's "
-                           "code-mode EM / F1 included: verdict.py reads no profile yet",
-}
+KNOWN_YAML: dict[str, str] = {}
 
 
 def samples_of(results: Path, experiment: str, run_id: str) -> list[dict]:
