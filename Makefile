@@ -32,10 +32,9 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 # The suite in one process by default. TEST_WORKERS=2 runs it on two pytest-xdist workers, one
 # torch thread each (RALM_TEST_THREADS), with --dist loadgroup keeping each group of
 # tests/conftest.py's XDIST_GROUPS (the Ray tests, the Slurm tests, the browser tests) on one
-# worker; measured 25 min against 34 min in one process on this 2-core machine at load 4. Not
-# the default yet: the model caches that filco/train.py and ralm/predictive.py build are not
-# safe against two cold writers (docs/reliability.md). Tests marked `exclusive` (a ratio of two
-# timings) run afterwards with nothing beside them.
+# worker; measured 25 min against 34 min in one process on this 2-core machine at load 4 (not
+# yet the default: one full run so far). Tests marked `exclusive` (a ratio of two timings) run
+# afterwards with nothing beside them.
 TEST_WORKERS ?= 1
 PYTEST_XDIST = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 define NEED_XDIST

@@ -6,7 +6,6 @@ the quality. Built once per settings and cached (safetensors)."""
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 from pathlib import Path
 
@@ -16,6 +15,7 @@ from transformers import PreTrainedTokenizerFast, T5Config, T5ForConditionalGene
 
 from ragrepro.data.vital import load_articles
 from ragrepro.hashing import hash_obj
+from ragrepro.io import private_tmp, publish_dir
 from ragrepro.models import load_lm
 from ragrepro.paths import cache_dir
 
@@ -50,11 +50,11 @@ def build_tiny_t5(folder: Path, vocab_size: int, d_model: int, layers: int, head
                       num_heads=heads, pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
                       tie_word_embeddings=False)
     model = T5ForConditionalGeneration(config)
-    tmp = folder.with_name(folder.name + ".tmp")
+    tmp = private_tmp(folder)
     shutil.rmtree(tmp, ignore_errors=True)
     model.save_pretrained(tmp, safe_serialization=True)
     fast.save_pretrained(tmp)
-    os.replace(tmp, folder)
+    publish_dir(tmp, folder, complete="config.json")
 
 
 def tiny_t5_dir(vocab_size: int = 2000, d_model: int = 64, layers: int = 2, heads: int = 4,

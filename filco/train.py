@@ -12,7 +12,6 @@ import copy
 import json
 import logging
 import math
-import os
 import random
 import shutil
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from tqdm import tqdm
 
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
+from ragrepro.io import private_tmp, publish_dir
 from ragrepro.models.lm import LM
 from ragrepro.paths import cache_dir
 
@@ -247,12 +247,12 @@ def trained_lm(lm: LM, pairs: Sequence[tuple[str, str]], tc: TrainConfig, role: 
         log.info("Reusing fine-tuned %s from %s", role, folder)
     else:
         model, info = fine_tune(lm, pairs, tc, desc=f"fine-tune {role}")
-        tmp = folder.with_name(folder.name + ".tmp")
+        tmp = private_tmp(folder)
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp, safe_serialization=True)
         info.update(key=key, role=role, base=lm.name, settings=asdict(tc))
         (tmp / "train_info.json").write_text(json.dumps(info, indent=1))
-        os.replace(tmp, folder)
+        publish_dir(tmp, folder, complete="train_info.json")
         if info["lora"]:  # saved as a small adapter; merged for fast inference
             model = model.merge_and_unload().eval()
         info["cached"] = False

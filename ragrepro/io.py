@@ -8,6 +8,7 @@ import fcntl
 import io
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -242,3 +243,29 @@ def write_rows_csv(path: str | Path, rows: list[dict[str, Any]]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     atomic_write_text(path, buf.getvalue())
+
+
+def private_tmp(dest: str | Path) -> Path:
+    """A build folder beside `dest` that only this process uses (`<dest>.tmp<pid>`): two
+    processes building one cache entry at once never remove each other's half-built copy."""
+    dest = Path(dest)
+    return dest.with_name(f"{dest.name}.tmp{os.getpid()}")
+
+
+def publish_dir(tmp: str | Path, dest: str | Path, complete: str | None = None) -> bool:
+    """Put the finished folder `tmp` at `dest` with one rename; False when another process's
+    copy stays there instead (tmp is then removed). With `complete` (a file a finished entry
+    holds), a finished entry already at dest is kept, as every writer of one cache key builds
+    the same thing; without it dest is replaced (a rebuild of a stale entry). A writer that
+    loses the rename to another one keeps the other's copy."""
+    tmp, dest = Path(tmp), Path(dest)
+    if complete is not None and (dest / complete).exists():
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    shutil.rmtree(dest, ignore_errors=True)
+    try:
+        os.replace(tmp, dest)
+    except OSError:  # another writer renamed its copy there since: a non-empty folder stays
+        shutil.rmtree(tmp, ignore_errors=True)
+        return False
+    return True

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from tqdm import tqdm
 
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.hashing import hash_obj
+from ragrepro.io import private_tmp, publish_dir
 from ragrepro.models.loading import resolve_source
 from ragrepro.paths import cache_dir
 
@@ -225,16 +225,14 @@ def model_dir(key: dict[str, Any]) -> Path:
 
 
 def save(model: Reranker, folder: Path, key: dict[str, Any], report: dict[str, Any]) -> None:
-    tmp = folder.with_name(folder.name + ".tmp")
+    tmp = private_tmp(folder)
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     state = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     save_file(state, str(tmp / "model.safetensors"))
     (tmp / "config.json").write_text(json.dumps({"key": key, "report": report}, indent=1,
                                                 default=str))
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(tmp, folder)
+    publish_dir(tmp, folder)
 
 
 def load(folder: Path, encoder_source: str, arch: str, pooling: str, max_length: int) -> Reranker:

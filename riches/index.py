@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 from collections import OrderedDict
 from collections.abc import Iterable, Sequence
@@ -37,6 +36,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ragrepro.errors import DataError
+from ragrepro.io import private_tmp, publish_dir
 
 from .index_sort import sort_suffixes
 
@@ -223,7 +223,7 @@ class SuffixIndex(PrefixQueries):
     def save(self, folder: Path) -> None:
         """Write atomically: a half-written folder is never mistaken for an index."""
         folder = Path(folder)
-        tmp = folder.with_name(folder.name + ".tmp")
+        tmp = private_tmp(folder)
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         if self.text_base:
@@ -233,9 +233,7 @@ class SuffixIndex(PrefixQueries):
         meta = {**self.meta, "sep": self.sep, "n_tokens": self.n, "n_keys": len(self.key_starts),
                 "format": FORMAT_VERSION, "bytes_per_token": self.bytes_per_token()}
         (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
-        if folder.exists():
-            shutil.rmtree(folder)
-        os.replace(tmp, folder)
+        publish_dir(tmp, folder)
 
     @classmethod
     def load(cls, folder: Path, mmap: bool = True) -> SuffixIndex:
