@@ -365,14 +365,10 @@ def load_note(row: dict[str, str] | None) -> str:
             f"{share:.0%} of a core")
 
 
-def table1_rows(measured: dict[str, dict[str, str]], base: dict[str, Baseline],
-                device: Any, stages: dict[str, Any] | None = None) -> list[Row]:
-    """Every mini Table 1 cell: scoring, compute-bound."""
+def _table1_bundle_runs() -> dict[tuple[str, str], dict[str, Any]]:
+    """(model, rerank) -> metrics.json of the committed mini Table 1 runs (their evidence)."""
     import gzip
     import json
-
-    from ragrepro import plan
-    from ralm.profile import lm_forward_tokens, lm_scored_tokens, rerank_of
 
     bundle = REPO_ROOT / "results" / "evidence" / "ralm" / "table1.jsonl.gz"
     runs = [json.loads(line) for line in gzip.decompress(bundle.read_bytes()).splitlines()][1:]
@@ -380,6 +376,47 @@ def table1_rows(measured: dict[str, dict[str, str]], base: dict[str, Baseline],
     for r in runs:
         m = json.loads(r["files"]["metrics.json"])
         by_cell[(m["settings"]["model"], m["settings"]["rerank"])] = m
+    return by_cell
+
+
+def _matmul_rate_note(run: dict[str, Any], m: Any, cfg: Any, passes: int, parts: int,
+                      cpu_s: float, device: Any) -> str:
+    """What the scoring reached, from the run's real window count and its CPU time (less the
+    process start and the model load): the body at every position, the tied vocabulary head
+    at the stride's scored ones, against the matmul rate."""
+    from ragrepro import plan
+
+    windows = int(run["metrics"]["n_windows"]) * passes / parts
+    head = m.vocab * m.hidden
+    length, stride = int(cfg.ralm.max_length), int(cfg.ralm.stride)
+    done = plan.scoring_seconds(m.params - head, head, windows * length, windows * stride, 1.0)
+    peak = device.flops / plan.CPU_MATMUL_SHARE
+    return (f"counted so, scoring ran at {done / cpu_s / peak:.0%} of the "
+            f"matmul rate, the plan assumes {plan.CPU_MATMUL_SHARE:.0%}")
+
+
+def _table1_source(row: dict[str, str] | None, run: dict[str, Any] | None, parts: int,
+                   wall: float | None) -> tuple[float | None, str, str]:
+    """(measured wall, where it comes from, a note) of a Table 1 item: this session's
+    measurement, else the committed bundle's stage timings (whole cells only)."""
+    if row is None and parts > 1:
+        return None, "-", "not measured in time"
+    if row is None and run is not None:
+        return (sum(run["timings_s"].values()),
+                "results/evidence/ralm/table1.jsonl.gz (stage timings)",
+                ("measured wall from the committed bundle: 2 torch threads (the prediction is "
+                "for 1) at load 3-4, stage timings without the interpreter start; peak RSS not "
+                "measured (the cell was not rerun in time)"))
+    return wall, "results/plan/measured.csv (/usr/bin/time -v, 1 thread)", ""
+
+
+def table1_rows(measured: dict[str, dict[str, str]], base: dict[str, Baseline],
+                device: Any, stages: dict[str, Any] | None = None) -> list[Row]:
+    """Every mini Table 1 cell: scoring, compute-bound."""
+    from ragrepro import plan
+    from ralm.profile import lm_forward_tokens, lm_scored_tokens, rerank_of
+
+    by_cell = _table1_bundle_runs()
     out = []
     for cell in measured_cells():
         if not cell.item.startswith("ralm/table1"):
@@ -414,32 +451,15 @@ def table1_rows(measured: dict[str, dict[str, str]], base: dict[str, Baseline],
             if planned != int(run["metrics"]["n_windows"]):
                 notes.append(f"the plan counts {planned} windows, the run had "
                              f"{run['metrics']['n_windows']}")
-        source = "results/plan/measured.csv (/usr/bin/time -v, 1 thread)"
-        if row is None and parts > 1:
-            wall = None
-            source = "-"
-            notes.append("not measured in time")
-        elif row is None and run is not None:
-            wall = sum(run["timings_s"].values())
-            source = "results/evidence/ralm/table1.jsonl.gz (stage timings)"
-            notes.append("measured wall from the committed bundle: 2 torch threads (the "
-                         "prediction is for 1) at load 3-4, stage timings without the "
-                         "interpreter start; peak RSS not measured (the cell was not rerun "
-                         "in time)")
+        wall, source, why = _table1_source(row, run, parts, wall)
+        notes.append(why)
         if row is not None:
             notes.append(load_note(row))
             trained = ((stages or {}).get(cell.item) or {}).get("timings_s", {}).get(
                 "reranker", 0) > 30
             if run is not None and cpu and not trained:  # training time is not scoring
-                # what the scoring reached, from the run's real window count and its CPU time:
-                # the body at every position, the (tied) vocabulary head at the scored ones
-                windows = int(run["metrics"]["n_windows"]) * passes / parts
-                done = 2.0 * windows * ((m.params - head) * int(cfg.ralm.max_length)
-                                        + head * int(cfg.ralm.stride))
                 spent = cpu - (b.cpu_s if b else 0.0) - m.load_s
-                peak = device.flops / plan.CPU_MATMUL_SHARE
-                notes.append(f"counted so, scoring ran at {done / spent / peak:.0%} of the "
-                             f"matmul rate, the plan assumes {plan.CPU_MATMUL_SHARE:.0%}")
+                notes.append(_matmul_rate_note(run, m, cfg, passes, parts, spent, device))
         ours = (stages or {}).get(cell.item) if row is not None else None
         timings = (ours or run or {}).get("timings_s", {})
         if timings.get("reranker", 0) > 30:
@@ -566,29 +586,25 @@ def shard_rows() -> list[Row]:
     (results/bench/riches_libraries.md: an independent point)."""
     from riches.plan import SORT_TOKENS_PER_S, shard_build_peak_bytes
 
+    builds = [("riches_shards.csv", "one shard",
+               ("calibration point: the plan's 7.9 B/token and 1.0M tokens/s were measured on an "
+               "earlier build of this shard (283 s at load 4.2; this one ran at load 3.8), so the "
+               "ratios are near 1 by construction, not an independent check")),
+              ("riches_libraries.csv", "ours",
+               ("independent point; 7.9 B/token counts the shard's text, array and scratch only: "
+               "at 2e7 tokens the build process itself (Python, numpy, the tokenizer: ~0.2 GB) "
+               "is most of its peak, and the sort ran faster than the rate measured at load 4 "
+               "on a 15x larger shard"))]
     out = []
-    for r in _read_csv(REPO_ROOT / "results" / "bench" / "riches_shards.csv"):
-        if r["index"] == "one shard" and r["build_s"]:
-            n = int(float(r["n_tokens"]))
-            out.append(Row(f"RICHES shard build, {n:.2g} tokens, 1 job", n / SORT_TOKENS_PER_S,
-                           float(r["build_s"]), shard_build_peak_bytes(n) / GB,
-                           float(r["peak_rss_gb"]) * 1e9 / GB,
-                           "calibration point: the plan's 7.9 B/token and 1.0M tokens/s were "
-                           "measured on an earlier build of this shard (283 s at load 4.2; "
-                           "this one ran at load 3.8), so the ratios are near 1 by "
-                           "construction, not an independent check",
-                           source="results/bench/riches_shards.csv"))
-    for r in _read_csv(REPO_ROOT / "results" / "bench" / "riches_libraries.csv"):
-        if r["index"] == "ours" and r["build_s"]:
-            n = int(float(r["n_tokens"]))
-            out.append(Row(f"RICHES shard build, {n:.2g} tokens, 1 job", n / SORT_TOKENS_PER_S,
-                           float(r["build_s"]), shard_build_peak_bytes(n) / GB,
-                           float(r["peak_rss_gb"]) * 1e9 / GB,
-                           "independent point; 7.9 B/token counts the shard's text, array and "
-                           "scratch only: at 2e7 tokens the build process itself (Python, "
-                           "numpy, the tokenizer: ~0.2 GB) is most of its peak, and the sort "
-                           "ran faster than the rate measured at load 4 on a 15x larger shard",
-                           source="results/bench/riches_libraries.csv"))
+    for name, index, why in builds:
+        for r in _read_csv(REPO_ROOT / "results" / "bench" / name):
+            if r["index"] == index and r["build_s"]:
+                n = int(float(r["n_tokens"]))
+                out.append(Row(f"RICHES shard build, {n:.2g} tokens, 1 job",
+                               n / SORT_TOKENS_PER_S, float(r["build_s"]),
+                               shard_build_peak_bytes(n) / GB,
+                               float(r["peak_rss_gb"]) * 1e9 / GB, why,
+                               source=f"results/bench/{name}"))
     return out
 
 

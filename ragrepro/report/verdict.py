@@ -265,8 +265,12 @@ def load_margins(path: Path | None = None) -> dict[str, Margin]:
     """metric column -> its margin: conf/report/verdict.yaml, then each method's own
     `<conf_dir>/report/verdict.yaml` for its metrics (FilCo's code-mode EM / F1); a metric
     given two margins is refused. Given a path, that file only."""
-    if path is not None:
-        return _read(str(path))
+    return _read(str(path)) if path is not None else _merged_margins()
+
+
+@lru_cache(maxsize=1)
+def _merged_margins() -> dict[str, Margin]:
+    """The core's margins, then the methods' (read once a process: every table cell asks)."""
     out = dict(_read(str(VERDICT_YAML)))
     for conf in conf_dirs():
         extra = conf / "report" / "verdict.yaml"
