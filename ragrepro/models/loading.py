@@ -5,10 +5,13 @@ a local folder, or a hub id (needs hub access unless already in the HF cache).
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,9 +71,10 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
     if kind != "causal":
         raise ConfigError("GGUF models are decoder-only here; set model.kind=causal.")
     log.info("Converting %s to a transformers folder (once; cached in %s)", gguf_path.name, out)
-    tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-    model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
-                                                 dtype=torch.float32)
+    with gguf_parsed_once():
+        tok = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                     dtype=torch.float32)
     # save_pretrained refuses a GGUF-loaded model while it carries its quantizer; the
     # weights are already dequantised, so dropping it is lossless.
     if hasattr(model, "hf_quantizer"):
@@ -82,6 +86,35 @@ def _convert(gguf_path: Path, out: Path, kind: str) -> None:
     tok.save_pretrained(tmp)
     shutil.rmtree(out, ignore_errors=True)
     os.replace(tmp, out)
+
+
+@contextlib.contextmanager
+def gguf_parsed_once() -> Iterator[None]:
+    """Within the block, gguf-py parses each file once and builds each tensor-name map once.
+
+    transformers parses the whole file (every vocabulary entry) for the tokenizer, again for
+    the config and again for the weights, and rebuilds gguf-py's name map for every tensor:
+    about 20 of SmolLM2's 30 conversion seconds. The reader is a read-only view of the file
+    and the map a pure function of its arguments, so the converted weights are the same bytes
+    (tests/core/test_lm.py pins them)."""
+    # deferred: gguf (only a conversion needs it)
+    import gguf
+
+    reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    readers: dict[tuple[str, str], Any] = {}
+
+    def reader(path: Any, mode: str = "r") -> Any:
+        key = (os.path.realpath(path), mode)
+        if key not in readers:
+            readers[key] = reader_cls(path, mode)
+        return readers[key]
+
+    # transformers imports both names inside its functions, so module attributes reach it
+    gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:

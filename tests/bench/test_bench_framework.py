@@ -4,6 +4,7 @@ import importlib
 import math
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -130,12 +131,19 @@ def test_failing_benchmark_is_reported_not_fatal(tmp_path, monkeypatch):
     assert "## cxmi" in readme and "FAILED" in readme and "kaputt" in readme
 
 
-def test_table1_benchmark_runs_the_makefile_recipe():
-    from benchmarks.table1 import commands
+def test_table1_benchmark_runs_the_readme_command_in_a_clean_clone(monkeypatch):
+    import sys
 
-    sweep, table = commands()
-    assert sweep[-3:] == ["-m", "experiment=ralm/table1", "wandb.mode=disabled"]
-    assert table[-3:] == ["-m", "ralm.table1", "ralm/table1"]
+    from benchmarks import table1
+
+    monkeypatch.setenv("RAGREPRO_RESULTS", "/somewhere/results")
+    monkeypatch.setenv("VIRTUAL_ENV", "/work/.venv")
+    bindir = str(Path(sys.executable).parent)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin")
+    env = table1.clean_env()
+    # the clone must build its own venv and write its own results/, as a new user's does
+    assert "RAGREPRO_RESULTS" not in env and "VIRTUAL_ENV" not in env
+    assert env["PATH"] == "/usr/bin" and env["WANDB_MODE"] == "disabled"
     makefile = (REPO_ROOT / "Makefile").read_text()
-    assert "ragrepro -m experiment=ralm/table1" in makefile
-    assert "-m ralm.table1 ralm/table1" in makefile
+    recipe = makefile[makefile.index("reproduce-table1: setup"):].split("\n\n")[0]
+    assert "-m ralm.reproduce ralm/table1" in recipe

@@ -75,6 +75,50 @@ def test_gguf_conversion_is_cached():
     assert "quantization_config" not in json.loads((first / "config.json").read_text())
 
 
+# sha256 of the converted weights file (gguf 0.19.0, transformers 5.24.0, safetensors'
+# own layout): converting with gguf_parsed_once must give the bytes the plain conversion gave
+# (measured both ways, also for Gemma: cf4e5382...). A version bump that changes the weights
+# changes every number, so this test names it.
+SMOLLM2_WEIGHTS_SHA256 = "a672150fb4f99d7c8f4168cecdd464069c0ef3a37d8113f22ddb9d48031d03cd"
+
+
+def test_gguf_conversion_gives_the_pinned_weights():
+    import hashlib
+
+    from ragrepro import assets
+    from ragrepro.models.loading import converted_gguf_dir
+
+    weights = converted_gguf_dir(assets.smollm2_gguf()) / "model.safetensors"
+    h = hashlib.sha256()
+    with open(weights, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            h.update(block)
+    assert h.hexdigest() == SMOLLM2_WEIGHTS_SHA256
+
+
+def test_gguf_parsed_once_shares_one_reader_and_restores_gguf():
+    import gguf
+
+    from ragrepro import assets
+    from ragrepro.models.loading import gguf_parsed_once
+
+    path = assets.smollm2_gguf()
+    plain_reader, plain_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_parsed_once():
+        a, b = gguf.GGUFReader(path), gguf.GGUFReader(str(path))
+        assert a is b  # parsed once, however the path is spelt
+        m = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
+        assert m is gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 30)
+        assert m.get_name("blk.3.attn_q") == plain_map(gguf.MODEL_ARCH.LLAMA, 30).get_name(
+            "blk.3.attn_q")
+    with pytest.raises(RuntimeError), gguf_parsed_once():
+        raise RuntimeError("a failed conversion")
+    assert gguf.GGUFReader is plain_reader and gguf.get_tensor_name_map is plain_map
+    fresh = gguf.GGUFReader(path)  # the shared reader saw the same fields a fresh one sees
+    assert list(fresh.fields) == list(a.fields)
+    assert [t.name for t in fresh.tensors] == [t.name for t in a.tensors]
+
+
 def test_stale_gguf_quantization_config_is_stripped(tmp_path):
     from ragrepro.models.loading import strip_gguf_quant_config
 
