@@ -35,13 +35,12 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 	$(PIP_INSTALL) -e '.[dev]'
 	touch $(STAMP)
 
-# The suite in one process by default. TEST_WORKERS=2 runs it on two pytest-xdist workers, one
-# torch thread each (RALM_TEST_THREADS), with --dist loadgroup keeping each group of
+# The suite on two pytest-xdist workers by default (TEST_WORKERS=1: one process), one torch
+# thread each (RALM_TEST_THREADS), with --dist loadgroup keeping each group of
 # tests/conftest.py's XDIST_GROUPS (the Ray tests, the Slurm tests, the browser tests) on one
-# worker; measured 25 min against 34 min in one process on this 2-core machine at load 4 (not
-# yet the default: one full run so far). Tests marked `exclusive` (a ratio of two timings) run
-# afterwards with nothing beside them.
-TEST_WORKERS ?= 1
+# worker. Tests marked `exclusive` (a ratio of two timings) run afterwards with nothing beside
+# them. Measured times: README.md ("Quick start") and docs/reliability.md.
+TEST_WORKERS ?= 2
 PYTEST_XDIST = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 define NEED_XDIST
 @$(PY) -c "import xdist" 2>/dev/null || { echo "TEST_WORKERS=$(TEST_WORKERS) runs the suite with pytest-xdist, which $(PY) lacks: run '$(PY) -m pip install -e .[dev]' (make setup does it when pyproject.toml is newer than $(STAMP))" >&2; exit 2; }

@@ -11,7 +11,9 @@ Data and weights are cached under hashes of their settings, so a second run trai
 """
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,12 @@ DATA_KEYS = ("train_source", "train_split", "train_texts", "examples_per_text", 
              "n_examples", "seed")
 TRAIN_KEYS = ("arch", "max_length", "steps", "batch_size", "lr", "weight_decay",
               "warmup_ratio", "loss", "temperature", "heldout_fraction", "seed")
+# torch threads while training, whatever the process runs at: the trained weights depend on
+# the thread count (a weight gradient sums over the batch's tokens in per-thread parts; one
+# thread against two differ in the last bits after a few steps), so a fixed count gives one
+# model on any machine, and the one-thread lanes of make reproduce-table1 the same model as a
+# two-thread sweep. In the model's cache key, so no model trained otherwise is reused.
+TRAIN_THREADS = 1
 
 
 @dataclass(frozen=True)
@@ -168,7 +176,7 @@ def model_key(t: TrainingInputs) -> tuple[dict[str, Any], dict[str, Any]]:
     enc = rc.encoder
     mkey = {"data": dkey, "encoder": {k: enc.get(k) for k in ("name", "source", "revision",
                                                               "pooling")},
-            **{k: getattr(rc, k) for k in TRAIN_KEYS}}
+            **{k: getattr(rc, k) for k in TRAIN_KEYS}, "train_threads": TRAIN_THREADS}
     return mkey, dkey
 
 
@@ -184,6 +192,17 @@ def training_examples(t: TrainingInputs, dkey: dict[str, Any]) -> tuple[list[pr.
     return examples, str(data_path)
 
 
+@contextlib.contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """torch at n threads inside the block, the process's count again after it."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 def train_reranker(t: TrainingInputs, mkey: dict[str, Any], dkey: dict[str, Any]):
     """Train on the examples, report held-out loss before and after, save under the key."""
     rc = t.rc
@@ -194,9 +213,10 @@ def train_reranker(t: TrainingInputs, mkey: dict[str, Any], dkey: dict[str, Any]
     model = pr.Reranker(rc.encoder["source"], str(rc.arch), rc.encoder.get("pooling", "mean"),
                         int(rc.max_length))
     before = pr.evaluate(model, held, str(rc.loss), float(rc.temperature))
-    losses = pr.train(model, train_ex, int(rc.steps), int(rc.batch_size), float(rc.lr),
-                      float(rc.weight_decay), float(rc.warmup_ratio), str(rc.loss),
-                      float(rc.temperature), int(rc.seed))
+    with torch_threads(TRAIN_THREADS):
+        losses = pr.train(model, train_ex, int(rc.steps), int(rc.batch_size), float(rc.lr),
+                          float(rc.weight_decay), float(rc.warmup_ratio), str(rc.loss),
+                          float(rc.temperature), int(rc.seed))
     pr.finite_or_raise(losses, "reranker training")
     after = pr.evaluate(model, held, str(rc.loss), float(rc.temperature))
     report = {"n_train": len(train_ex), "n_heldout": len(held), "heldout_before": before,
