@@ -9,7 +9,8 @@ clone has its own .venv, .cache and results/. Warm: the same command again in th
 table with the committed one, cell by cell.
 
     python -m benchmarks table1          # about 12 minutes on 2 cores
-Environment: BENCH_TABLE1_WARM_ONLY=1 times only a warm run against the real cache/results.
+Environment: BENCH_TABLE1_WARM_ONLY=1 times only a warm run against the real cache/results;
+BENCH_TABLE1_KEEP=DIR copies the clone's run folders there before the clone is removed.
 """
 from __future__ import annotations
 
@@ -79,6 +80,9 @@ def cold_and_warm(log_path: Path) -> dict[str, object]:
         with open(log_path, "a", encoding="utf-8") as f:
             verified = subprocess.run(["make", "verify"], cwd=clone, env=env, stdout=f,
                                       stderr=subprocess.STDOUT, check=False).returncode == 0
+        keep = os.environ.get("BENCH_TABLE1_KEEP")
+        if keep:  # the runs, to compare sample by sample with another machine's or commit's
+            shutil.copytree(clone / "results" / EXPERIMENT, Path(keep), dirs_exist_ok=True)
         return {"clone_s": t_clone, "setup_s": t_setup, "cells_s": t_cells,
                 "cold_s": t_clone + t_setup + t_cells, "warm_s": warm,
                 "same_as_committed": verified, "time_line": time_line(clone)}
