@@ -1,11 +1,11 @@
-"""Cells of one sweep run in side-by-side lanes: one process and one torch thread per lane.
+"""Cells of one sweep run in side-by-side lanes: one process per lane, the cores split.
 
 A lane is a list of sweeps (Hydra override sets) run one after another in one process each;
 the lanes run at the same time. On a 2-core CPU two one-thread processes do more work per
 second than one two-thread process (SmolLM2's forward pass: 12.7 s at one thread, 7.6 s at
-two, so two lanes do 1.2x the work), and CPU matrix products give the same bits at one
-thread and at two (tests/core/test_lanes.py measures it on the embedded model), so the
-numbers do not change. Results go where a plain sweep puts them; a cell a lane finished is
+two, so two lanes do 1.2x the work), and a forward pass gives the same bits at one thread
+and at two (tests/core/test_lanes.py checks both embedded models), so the numbers do not
+change (training is another matter: ralm.reranker fixes its thread count). Results go where a plain sweep puts them; a cell a lane finished is
 skipped by a rerun, and a second process needing a model another lane is building waits for
 it (ragrepro.io.locked).
 """

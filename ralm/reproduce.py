@@ -2,10 +2,11 @@
 
     python -m ralm.reproduce [experiment] [--lanes 1|2] [-- extra overrides]
 
-Two lanes (the default for ralm/table1) run its 12 cells as two one-thread processes on a
-2-core machine; --lanes 1 is the plain `ragrepro -m experiment=<experiment>` (torch's own
-thread count). The numbers are the same either way (ragrepro.lanes); only the wall time
-changes (docs/performance.md#make-reproduce-table1). The lanes are balanced by the cells'
+Two lanes (the default for ralm/table1) run its 12 cells as two processes side by side, each
+with half the machine's cores as torch threads (one each on a 2-core machine); --lanes 1 is
+the plain `ragrepro -m experiment=<experiment>` (torch's own thread count). The numbers are
+the same either way (ragrepro.lanes); only the wall time changes
+(docs/performance.md#2-table-1-wall-time-table1). The lanes are balanced by the cells'
 measured times: lane 1 trains the predictive reranker first (SmolLM2 labels, used by both
 LMs' predictive cells) and then runs SmolLM2's zero-shot and oracle cells, whose scoring
 passes are shared in one process (ragrepro.models.passes); lane 2 runs Gemma's six cells,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -62,17 +64,24 @@ def plan(experiment: str, n_lanes: int, extra: list[str], stamp: str):
                           "it with --lanes 1.")
     lanes = LANES[experiment]
     check_cover(sweep_params(experiment), lanes)
-    return lane_commands(ragrepro_prefix(), experiment, lanes, extra, stamp), 1
+    # the machine's cores split between the lanes: one thread each on 2 cores
+    threads = max(1, (os.cpu_count() or 2) // len(lanes))
+    return lane_commands(ragrepro_prefix(), experiment, lanes, extra, stamp), threads
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(options, the overrides after `--`)."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="after --: overrides given to every sweep "
+                                        "(e.g. -- wandb.mode=disabled)")
+    ap.add_argument("experiment", nargs="?", default="ralm/table1")
+    ap.add_argument("--lanes", type=int, choices=(1, 2), default=2)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return ap.parse_args(argv[:cut]), argv[cut + 1:]
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("experiment", nargs="?", default="ralm/table1")
-    ap.add_argument("--lanes", type=int, choices=(1, 2), default=2)
-    ap.add_argument("overrides", nargs=argparse.REMAINDER,
-                    help="after --: overrides given to every sweep (e.g. wandb.mode=disabled)")
-    a = ap.parse_args(argv)
-    extra = a.overrides[1:] if a.overrides[:1] == ["--"] else a.overrides
+    a, extra = parse(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(level=logging.INFO, format="[%(asctime)s][%(name)s] %(message)s")
     stamp = time.strftime("%Y-%m-%d_%H-%M-%S_")
     lanes, threads = plan(a.experiment, a.lanes, extra, stamp)

@@ -81,3 +81,23 @@ def test_one_and_two_threads_give_the_same_bits(smollm, gemma):
         finally:
             torch.set_num_threads(before)
         assert torch.equal(outs[0], outs[1]), lm.name
+
+
+def test_reproduce_reads_its_options_and_hands_the_rest_to_every_sweep(monkeypatch):
+    from ralm import reproduce
+
+    a, extra = reproduce.parse(["ralm/table1", "--lanes", "2", "--", "wandb.mode=disabled"])
+    assert (a.experiment, a.lanes, extra) == ("ralm/table1", 2, ["wandb.mode=disabled"])
+    a, extra = reproduce.parse(["--lanes", "1"])
+    assert (a.experiment, a.lanes, extra) == ("ralm/table1", 1, [])
+    sent = {}
+    monkeypatch.setattr(reproduce, "run_lanes", lambda lanes, log_dir, threads, cwd: sent.update(
+        lanes=lanes, threads=threads) or {lane.name: 0 for lane in lanes})
+    monkeypatch.setattr(reproduce.table1, "main", lambda argv: sent.update(table=argv))
+    monkeypatch.setattr(reproduce.os, "cpu_count", lambda: 2)
+    assert reproduce.main(["--", "wandb.mode=disabled"]) == 0
+    assert sent["threads"] == 1 and sent["table"] == ["ralm/table1"]
+    assert [len(lane.commands) for lane in sent["lanes"]] == [1, 2]
+    assert all("wandb.mode=disabled" in c for lane in sent["lanes"] for c in lane.commands)
+    with pytest.raises(ConfigError, match="No lane plan for 'ralm/fig5'"):
+        reproduce.plan("ralm/fig5", 2, [], "")
