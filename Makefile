@@ -58,12 +58,9 @@ test-fast: setup
 	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 $(PYTEST_XDIST)
 	$(PY) -m pytest tests -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
 
-# The 12 cells in two side-by-side lanes of one torch thread each (ralm/reproduce.py; the same
-# numbers as one sweep, TABLE1_LANES=1 runs that plain `ragrepro -m experiment=ralm/table1`),
-# then the table (python -m ralm.table1 ralm/table1).
-TABLE1_LANES ?= 2
 reproduce-table1: setup
-	$(PY) -m ralm.reproduce ralm/table1 --lanes $(TABLE1_LANES)
+	$(VENV)/bin/ragrepro -m experiment=ralm/table1
+	$(PY) -m ralm.table1 ralm/table1
 
 # A rebuilt table against the committed one, cell by cell, with the stated tolerance (one unit of
 # the last printed digit or 1%): make reproduce-table1 && make verify [VERIFY_TABLES=...]

@@ -2,6 +2,7 @@
 results/bench/README.md (machine, library versions, figures, targets met or missed).
 
     python -m benchmarks                      # all benchmarks (table1, the slowest, last)
+    python -m benchmarks tests                # opt-in: make test / test-fast from a fresh clone
     python -m benchmarks loading ralm         # a subset, by name
     python -m benchmarks --skip table1        # or BENCH_SKIP=table1 (comma list)
     python -m benchmarks --threads 2          # torch threads (default: torch's own)
@@ -48,8 +49,11 @@ BENCHMARKS: dict[str, str | Callable[[], BenchResult]] = {
     "riches_shards": "benchmarks.riches_shards",  # 2M tokens; BENCH_SHARDS_TOKENS=3e8: ~20 min
     "loading": "benchmarks.loading",
     "device": "benchmarks.device",  # paper architectures on this device (tiny on a CPU)
+    "tests": "benchmarks.test_suite",  # opt-in (OPT_IN): `make test` from a fresh clone
     "table1": "benchmarks.table1",
 }
+# Run only when named: the test suite's wall time is checked before a release, not per bench.
+OPT_IN = frozenset({"tests"})
 
 
 def run_benchmark(name: str) -> BenchResult:
@@ -116,7 +120,7 @@ def selected(names: list[str], skip: list[str]) -> list[str]:
     unknown = [n for n in names + skip if n not in BENCHMARKS]
     if unknown:
         raise SystemExit(f"unknown benchmark(s) {unknown}; choose from {list(BENCHMARKS)}")
-    return [n for n in (names or list(BENCHMARKS)) if n not in skip]
+    return [n for n in (names or [b for b in BENCHMARKS if b not in OPT_IN]) if n not in skip]
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -118,7 +118,8 @@ def run() -> BenchResult:
                                 WARM_TARGET_S, " s", higher_is_better=False,
                                 why="Hydra multirun start-up per cell dominates"))
     summary = [("`make reproduce-table1` from a fresh `git clone`: `make setup` (venv and "
-                "installs), then the 12 cells in two lanes (ralm/reproduce.py) and the table. "
+                "installs), then `ragrepro -m experiment=ralm/table1` (12 cells) and "
+                "`python -m ralm.table1`. "
                 "Warm: the same command again.")]
     if "cold_s" in row:
         cold = (f"- cold: {float(row['cold_s']) / 60:.1f} min = clone "

@@ -202,6 +202,7 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     # The evaluated LM ranks the candidates by full-window passes that the other LM-ranked
     # variant (zero-shot or oracle) of the same sweep process runs identically: keep them.
     shared = v.lm_ranked and zs_other is None and lm.share_passes()
+    before = (lm.pass_memo.hits, lm.pass_memo.misses) if shared and lm.pass_memo else (0, 0)
     counts = window_counts(lm, s, encode_doc, streams)
     only = shard_selection(run, counts, r.batch_windows)
     with run.timed("evaluate"):
@@ -211,9 +212,9 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
             doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
     if shared and lm.pass_memo is not None:
-        m = lm.pass_memo
-        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", m.hits, m.misses,
-                 m.used / 2**20)
+        m = lm.pass_memo  # the process's memo: this cell's share is the change
+        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", m.hits - before[0],
+                 m.misses - before[1], m.used / 2**20)
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream, only)
     metrics = aggregate_windows([x for rs in all_records for x in rs],

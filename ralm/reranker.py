@@ -47,10 +47,11 @@ TRAIN_KEYS = ("arch", "max_length", "steps", "batch_size", "lr", "weight_decay",
               "warmup_ratio", "loss", "temperature", "heldout_fraction", "seed")
 # torch threads while training, whatever the process runs at: the trained weights depend on
 # the thread count (a weight gradient sums over the batch's tokens in per-thread parts; one
-# thread against two differ in the last bits after a few steps), so a fixed count gives one
-# model on any machine, and the one-thread lanes of make reproduce-table1 the same model as a
-# two-thread sweep. In the model's cache key, so no model trained otherwise is reused.
-TRAIN_THREADS = 1
+# thread against two differ in the last bits after a few steps, measured), so a fixed count
+# gives one model on a machine of any size. 2: what the committed predictive rows used (made
+# at torch's default on 2 cores). In the model's cache key, so no model trained at another
+# count is reused.
+TRAIN_THREADS = 2
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ def get_reranker(t: TrainingInputs):
     info = {"model_dir": str(folder), "model_key": hash_obj(mkey, 16),
             "data_key": hash_obj(dkey, 16), "prefix_tokens": prefix_tokens(t),
             "label_model": t.label_name, "encoder": rc.encoder.get("name")}
-    # A second process (the other lane of make reproduce-table1, a parallel sweep) waits for
+    # A second process (a parallel sweep, a joblib or Slurm cell beside this one) waits for
     # the first one's training and reuses it rather than training the same model again.
     with locked(folder, waiting=f"Waiting for another process training the reranker {folder}"):
         if (folder / "model.safetensors").exists():

@@ -59,8 +59,14 @@ class LM:
         memo = shared_memo()
         if memo is None or self.load_key is None or device_type(self.device) != "cpu":
             return False
+        try:
+            checksum = weights_checksum(self.model)
+        except Exception as e:  # noqa: BLE001 - an optimisation must not stop the cell
+            log.warning("Pass memo off for %s: its weights could not be checksummed (%s: %s); "
+                        "the cell computes every pass", self.name, type(e).__name__, e)
+            return False
         self.pass_memo = memo
-        self.memo_identity = (self.load_key, weights_checksum(self.model))
+        self.memo_identity = (self.load_key, checksum)
         return True
 
     # -- tokens ---------------------------------------------------------------------------

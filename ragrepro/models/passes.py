@@ -49,7 +49,8 @@ def weights_checksum(model: Any) -> str:
         t = t.detach()
         if t.device.type != "cpu":
             t = t.cpu()
-        raw = t.contiguous().view(torch.uint8).numpy() if t.numel() else b""
+        # reshape(-1): a 0-dim tensor (Gemma's embedding scale) cannot be viewed as bytes
+        raw = t.contiguous().reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
         h.update(f"{name}:{tuple(t.shape)}:{t.dtype}:{zlib.crc32(raw)}:{zlib.adler32(raw)};"
                  .encode())
     return h.hexdigest()[:16]

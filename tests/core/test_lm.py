@@ -155,3 +155,24 @@ def test_finish_reasons_from_a_real_model(smollm):
     # forced_eos puts EOS at the last step: every row ends by EOS with 3 kept tokens at most
     assert [w for _, w in forced] == ["eos", "eos"]
     assert all(len(i) <= 3 and eos not in i for i, _ in forced)
+
+
+def test_one_and_two_threads_give_the_same_bits(smollm, gemma):
+    """A forward pass does not depend on torch's thread count (training does: the predictive
+    reranker pins its own, ralm.reranker.TRAIN_THREADS), so an evaluation prints the same
+    numbers on a machine with more cores."""
+    g = torch.Generator().manual_seed(0)
+    for lm in (smollm, gemma):
+        ids = torch.randint(5, 20000, (4, 160), generator=g)
+        mask = torch.ones_like(ids)
+        mask[1, :30] = 0
+        before = torch.get_num_threads()
+        outs = []
+        try:
+            for n in (1, 2):
+                torch.set_num_threads(n)
+                with torch.no_grad():
+                    outs.append(lm.model(input_ids=ids, attention_mask=mask).logits)
+        finally:
+            torch.set_num_threads(before)
+        assert torch.equal(outs[0], outs[1]), lm.name

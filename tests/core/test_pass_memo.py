@@ -176,3 +176,35 @@ def test_batch_key_and_checksum():
     with torch.no_grad():
         m2.lm_head.weight[3, 3] *= 2
     assert passes.weights_checksum(m1) != passes.weights_checksum(m2)
+
+
+def test_checksum_reads_scalar_and_empty_tensors():
+    """Gemma registers a 0-dim buffer (its embedding scale): viewing that as bytes failed and
+    stopped every zero-shot and oracle cell of Gemma (found in the two-lane cold run)."""
+    m = tiny_model()
+    m.register_buffer("scale", torch.tensor(24.0))
+    m.register_buffer("nothing", torch.zeros(0))
+    first = passes.weights_checksum(m)
+    m.scale.fill_(25.0)
+    assert passes.weights_checksum(m) != first
+
+
+@pytest.mark.slow
+def test_both_embedded_models_can_share_passes(smollm, gemma):
+    for lm in (smollm, gemma):
+        assert len(passes.weights_checksum(lm.model)) == 16
+
+
+def test_a_model_that_cannot_be_checksummed_runs_without_the_memo(monkeypatch, caplog):
+    from ragrepro.models import lm as lm_mod
+
+    def broken(model):
+        raise RuntimeError("odd tensor")
+
+    monkeypatch.setattr(lm_mod, "weights_checksum", broken)
+    monkeypatch.setattr(lm_mod, "shared_memo", lambda: passes.PassMemo(1 << 20))
+    fake = lm_mod.LM.__new__(lm_mod.LM)
+    fake.name, fake.load_key, fake.device, fake.model = "m", "k", "cpu", None
+    fake.pass_memo = fake.memo_identity = None
+    assert fake.share_passes() is False and fake.pass_memo is None
+    assert "Pass memo off for m" in caplog.text

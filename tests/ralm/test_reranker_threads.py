@@ -25,10 +25,10 @@ def test_training_runs_at_train_threads_and_restores_the_process_count(monkeypat
                          batch_size=8, lr=1e-5, weight_decay=0.0, warmup_ratio=0.1, seed=0)
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(2)
+        torch.set_num_threads(1)
         _model, report = reranker.train_reranker(SimpleNamespace(rc=rc), {}, {})
-        assert seen["threads"] == reranker.TRAIN_THREADS == 1
-        assert torch.get_num_threads() == 2  # the process's own count again afterwards
+        assert seen["threads"] == reranker.TRAIN_THREADS == 2
+        assert torch.get_num_threads() == 1  # the process's own count again afterwards
         assert (report["n_train"], report["n_heldout"]) == (9, 1)
     finally:
         torch.set_num_threads(before)
