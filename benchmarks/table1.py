@@ -54,7 +54,9 @@ def clean_env() -> dict[str, str]:
     venv_bin = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep)
                                   if p != venv_bin)
-    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1", WANDB_MODE="disabled")
+    # W&B as the README command leaves it (wandb.mode=auto: offline without an API key)
+    env.pop("WANDB_MODE", None)
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
     return env
 
 
