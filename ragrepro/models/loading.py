@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import shutil
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -94,14 +95,22 @@ def gguf_parsed_once() -> Iterator[None]:
 
     transformers parses the whole file (every vocabulary entry) for the tokenizer, again for
     the config and again for the weights, and rebuilds gguf-py's name map for every tensor:
-    about 20 of SmolLM2's 30 conversion seconds. The reader is a read-only view of the file
+    about 20 of SmolLM2's 30 conversion seconds; the one parse left reads the file from memory. The reader is a read-only view of the file
     and the map a pure function of its arguments, so the converted weights are the same bytes
     (tests/core/test_lm.py pins them)."""
     # deferred: gguf (only a conversion needs it)
     import gguf
+    import gguf.gguf_reader
+    import numpy as np
 
     reader_cls, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
     readers: dict[tuple[str, str], Any] = {}
+    # The reader slices its file once per vocabulary entry (262k for Gemma); slicing a
+    # np.memmap runs Python code each time, slicing an in-memory array does not (the same
+    # bytes: np.fromfile reads the whole file, 253 MB for Gemma, freed with the reader).
+    in_memory = types.ModuleType("numpy")
+    in_memory.__dict__.update(np.__dict__)
+    in_memory.memmap = lambda path, mode="r", **_: np.fromfile(path, dtype=np.uint8)
 
     def reader(path: Any, mode: str = "r") -> Any:
         key = (os.path.realpath(path), mode)
@@ -110,11 +119,14 @@ def gguf_parsed_once() -> Iterator[None]:
         return readers[key]
 
     # transformers imports both names inside its functions, so module attributes reach it
+    module_np = gguf.gguf_reader.np
     gguf.GGUFReader, gguf.get_tensor_name_map = reader, functools.lru_cache(None)(name_map)
+    gguf.gguf_reader.np = in_memory
     try:
         yield
     finally:
         gguf.GGUFReader, gguf.get_tensor_name_map = reader_cls, name_map
+        gguf.gguf_reader.np = module_np
 
 
 def resolve_source(source: str, kind: str = "causal") -> tuple[str, bool]:

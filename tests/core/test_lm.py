@@ -98,6 +98,8 @@ def test_gguf_conversion_gives_the_pinned_weights():
 
 def test_gguf_parsed_once_shares_one_reader_and_restores_gguf():
     import gguf
+    import gguf.gguf_reader
+    import numpy
 
     from ragrepro import assets
     from ragrepro.models.loading import gguf_parsed_once
@@ -114,6 +116,9 @@ def test_gguf_parsed_once_shares_one_reader_and_restores_gguf():
     with pytest.raises(RuntimeError), gguf_parsed_once():
         raise RuntimeError("a failed conversion")
     assert gguf.GGUFReader is plain_reader and gguf.get_tensor_name_map is plain_map
+    assert gguf.gguf_reader.np is numpy  # the in-memory reading stays inside the block
+    assert not isinstance(a.data, numpy.memmap) and a.data.tobytes()[:64] == bytes(
+        numpy.memmap(path, mode="r")[:64])
     fresh = gguf.GGUFReader(path)  # the shared reader saw the same fields a fresh one sees
     assert list(fresh.fields) == list(a.fields)
     assert [t.name for t in fresh.tensors] == [t.name for t in a.tensors]
