@@ -78,6 +78,11 @@ def have_uv(py: str) -> bool:
     return run([py, "-m", "pip", "install", "-q", "uv"]) == 0
 
 
+def pip_config_list(py: str) -> str:
+    return subprocess.run([py, "-m", "pip", "config", "list"], capture_output=True, text=True,
+                          check=False).stdout
+
+
 def uv_env(settings_text: str) -> dict[str, str]:
     env = dict(os.environ)
     cert = re.search(r"^[^.]*\.cert=['\"](.*)['\"]$", settings_text, re.MULTILINE)
@@ -94,8 +99,7 @@ def install(args: list[str], installer: str) -> int:
     if not have_uv(py):
         log.warning("uv could not be installed from the package index; installing with pip")
         return run(pip)
-    listed = subprocess.run([py, "-m", "pip", "config", "list"], capture_output=True,
-                            text=True, check=False).stdout
+    listed = pip_config_list(py)
     # unsafe-best-match: every index's versions are candidates, as in pip (uv's default takes
     # a package from the first index that has it, and misses versions on a later one)
     cmd = [py, "-m", "uv", "pip", "install", "-q", "--python", py, "--compile-bytecode",

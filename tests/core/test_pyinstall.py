@@ -48,6 +48,7 @@ def test_uv_gets_pips_certificate_unless_one_is_set(monkeypatch):
 def test_falls_back_to_pip_when_uv_fails(monkeypatch):
     calls = []
     monkeypatch.setattr(pyinstall, "have_uv", lambda py: True)
+    monkeypatch.setattr(pyinstall, "pip_config_list", lambda py: LISTED)
     monkeypatch.setattr(pyinstall, "run", lambda cmd, env=None: calls.append(cmd) or (
         1 if "uv" in cmd else 0))
     assert pyinstall.install(["-e", ".[dev]"], "uv") == 0
