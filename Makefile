@@ -48,14 +48,14 @@ endef
 
 test: setup setup-cluster setup-browser
 	$(if $(PYTEST_XDIST),$(NEED_XDIST))
-	$(PY) -m pytest tests -x --timeout=900 $(PYTEST_XDIST) -m "not exclusive"
+	$(PY) -m pytest tests -x --timeout=900 --durations=20 $(PYTEST_XDIST) -m "not exclusive"
 	$(PY) -m pytest tests -x --timeout=900 -m exclusive
 
 # Without the real models, the browser and the real clusters (it needs only `make setup`, not
 # setup-cluster or setup-browser).
 test-fast: setup
 	$(if $(PYTEST_XDIST),$(NEED_XDIST))
-	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 $(PYTEST_XDIST)
+	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 --durations=20 $(PYTEST_XDIST)
 	$(PY) -m pytest tests -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
 
 reproduce-table1: setup

@@ -14,6 +14,7 @@ BENCH_TABLE1_KEEP=DIR copies the clone's run folders there before the clone is r
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from ragrepro.paths import REPO_ROOT
@@ -67,15 +69,23 @@ def time_line(clone: Path) -> str:
     return m.group(0) if m else "(no time line in the table)"
 
 
-def cold_and_warm(log_path: Path) -> dict[str, object]:
-    root = Path(tempfile.mkdtemp(prefix="ragrepro-bench-table1-"))
+@contextlib.contextmanager
+def fresh_clone(prefix: str, log_path: Path) -> Iterator[tuple[Path, dict[str, str], float]]:
+    """(the clone, its environment, the clone's seconds): `git clone` of HEAD into a temporary
+    folder, removed afterwards."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
     clone = root / "ragrepro"
     env = clean_env()
     try:
-        log.info("table1: fresh clone + make reproduce-table1 (about 10 minutes); log: %s",
-                 log_path)
-        t_clone = timed(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], root, env,
-                        log_path)
+        t = timed(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], root, env, log_path)
+        yield clone, env, t
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def cold_and_warm(log_path: Path) -> dict[str, object]:
+    log.info("table1: fresh clone + make reproduce-table1 (about 15 minutes); log: %s", log_path)
+    with fresh_clone("ragrepro-bench-table1-", log_path) as (clone, env, t_clone):
         t_setup = timed(["make", "setup"], clone, env, log_path)
         t_cells = timed(["make", "reproduce-table1"], clone, env, log_path)
         warm = timed(["make", "reproduce-table1"], clone, env, log_path)
@@ -88,8 +98,6 @@ def cold_and_warm(log_path: Path) -> dict[str, object]:
         return {"clone_s": t_clone, "setup_s": t_setup, "cells_s": t_cells,
                 "cold_s": t_clone + t_setup + t_cells, "warm_s": warm,
                 "same_as_committed": verified, "time_line": time_line(clone)}
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def run() -> BenchResult:

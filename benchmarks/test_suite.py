@@ -6,19 +6,16 @@ as a new user runs them: the clone's own .venv, .cache and results/, so both emb
 are converted inside the suite (the README's order runs `make reproduce-table1` first, which
 leaves them converted; this is the slower case). A failing test fails the benchmark.
 
-    python -m benchmarks tests           # about 15 minutes on 2 cores; not in `make bench`
+    python -m benchmarks tests           # about 25 minutes on 2 cores; not in `make bench`
 """
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
-from pathlib import Path
 
-from ragrepro.paths import REPO_ROOT, results_dir
+from ragrepro.paths import results_dir
 
 from .common import BenchResult, load_average, ratio_target
-from .table1 import clean_env, timed
+from .table1 import fresh_clone, timed
 
 log = logging.getLogger(__name__)
 
@@ -30,22 +27,16 @@ def run() -> BenchResult:
     log_path = results_dir() / "bench" / "tests.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     log_path.write_text("")
-    root = Path(tempfile.mkdtemp(prefix="ragrepro-bench-tests-"))
-    clone = root / "ragrepro"
-    env = clean_env()
-    try:
-        log.info("tests: fresh clone, make test-fast, make test (about 15 minutes); log: %s",
-                 log_path)
-        timed(["git", "clone", "--quiet", str(REPO_ROOT), str(clone)], root, env, log_path)
+    log.info("tests: fresh clone, make test-fast, make test (about 25 minutes); log: %s",
+             log_path)
+    with fresh_clone("ragrepro-bench-tests-", log_path) as (clone, env, _):
         setup = timed(["make", "setup", "setup-cluster", "setup-browser"], clone, env, log_path)
         fast = timed(["make", "test-fast"], clone, env, log_path)
         full = timed(["make", "test"], clone, env, log_path)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
     row = {"setup_s": setup, "test_fast_s": fast, "test_s": full, "load_avg": load_average()}
     targets = [ratio_target(f"make test <= {TEST_TARGET_S // 60} min", full / 60,
                             TEST_TARGET_S / 60, " min", higher_is_better=False,
-                            why="see `--durations` in the log"),
+                            why="the slowest tests are listed in the log (--durations)"),
                ratio_target(f"make test-fast <= {FAST_TARGET_S // 60} min", fast / 60,
                             FAST_TARGET_S / 60, " min", higher_is_better=False)]
     summary = [("From a fresh `git clone`, on this machine: `make test` (the whole suite on two "

@@ -201,8 +201,11 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
     encode_doc = doc_encoder(lm, r.doc_max_tokens, s.window_bos)
     # The evaluated LM ranks the candidates by full-window passes that the other LM-ranked
     # variant (zero-shot or oracle) of the same sweep process runs identically: keep them.
-    shared = v.lm_ranked and zs_other is None and lm.share_passes()
-    before = (lm.pass_memo.hits, lm.pass_memo.misses) if shared and lm.pass_memo else (0, 0)
+    # (an LM-like model of a plug-in or a test without a memo simply runs every pass)
+    share = getattr(lm, "share_passes", None)
+    shared = bool(v.lm_ranked and zs_other is None and share is not None and share())
+    memo = getattr(lm, "pass_memo", None) if shared else None
+    before = (memo.hits, memo.misses) if memo is not None else (0, 0)
     counts = window_counts(lm, s, encode_doc, streams)
     only = shard_selection(run, counts, r.batch_windows)
     with run.timed("evaluate"):
@@ -211,10 +214,9 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
             predict=predict, zeroshot_other=zs_other,
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
             doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
-    if shared and lm.pass_memo is not None:
-        m = lm.pass_memo  # the process's memo: this cell's share is the change
-        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", m.hits - before[0],
-                 m.misses - before[1], m.used / 2**20)
+    if memo is not None:  # the process's memo: this cell's share is the change
+        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", memo.hits - before[0],
+                 memo.misses - before[1], memo.used / 2**20)
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream, only)
     metrics = aggregate_windows([x for rs in all_records for x in rs],
