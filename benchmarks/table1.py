@@ -81,6 +81,16 @@ def fresh_clone(prefix: str, log_path: Path) -> Iterator[tuple[Path, dict[str, s
         yield clone, env, t
     finally:
         shutil.rmtree(root, ignore_errors=True)
+        name_paths(log_path, {str(clone): "<clone>", str(REPO_ROOT): "<repo>"})
+
+
+def name_paths(log_path: Path, names: dict[str, str]) -> None:
+    """The committed log names the clone and the checkout, not this machine's folders."""
+    if log_path.exists():
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        for path, name in names.items():
+            text = text.replace(path, name)
+        log_path.write_text(text, encoding="utf-8")
 
 
 def cold_and_warm(log_path: Path) -> dict[str, object]:

@@ -150,3 +150,12 @@ def test_table1_benchmark_runs_the_readme_command_in_a_clean_clone(monkeypatch):
     makefile = (REPO_ROOT / "Makefile").read_text()
     recipe = makefile[makefile.index("reproduce-table1: setup"):].split("\n\n")[0]
     assert "ragrepro -m experiment=ralm/table1" in recipe and "-m ralm.table1 ralm/table1" in recipe
+
+
+def test_bench_logs_name_the_clone_not_the_machines_folders(tmp_path):
+    from benchmarks import table1
+
+    log = tmp_path / "table1.log"
+    log.write_text("$ git clone /home/me/ragrepro /tmp/x/ragrepro\nRun -> /tmp/x/ragrepro/results\n")
+    table1.name_paths(log, {"/tmp/x/ragrepro": "<clone>", "/home/me/ragrepro": "<repo>"})
+    assert log.read_text() == "$ git clone <repo> <clone>\nRun -> <clone>/results\n"
