@@ -162,22 +162,32 @@ def test_finish_reasons_from_a_real_model(smollm):
     assert all(len(i) <= 3 and eos not in i for i, _ in forced)
 
 
-def test_one_and_two_threads_give_the_same_bits(smollm, gemma):
-    """A forward pass does not depend on torch's thread count (training does: the predictive
-    reranker pins its own, ralm.reranker.TRAIN_THREADS), so an evaluation prints the same
-    numbers on a machine with more cores."""
+def test_one_and_two_threads_differ_by_float32_noise_at_most(smollm, gemma):
+    """torch's thread count changes a forward pass at most by float32's own rounding error.
+    Whether it changes it at all depends on the CPU: on the AMD EPYC that made the committed
+    rows one and two threads gave the same bits; on an Intel Xeon with AVX-512 they differ
+    (the kernels split their sums by thread). So each thread count's log-probabilities are
+    held against a float64 pass of the same weights, each within float32's error of it
+    (measured on that Xeon, SmolLM2: 6e-5 from float64, 5e-5 apart). Training is another
+    matter (a weight gradient sums per-thread parts): the predictive reranker pins its own
+    count, ralm.reranker.TRAIN_THREADS."""
+    import copy
+
     g = torch.Generator().manual_seed(0)
     for lm in (smollm, gemma):
-        ids = torch.randint(5, 20000, (2, 64), generator=g)
-        mask = torch.ones_like(ids)
-        mask[1, :20] = 0  # a left-padded row
+        ids = torch.randint(5, 20000, (1, 64), generator=g)
         before = torch.get_num_threads()
         outs = []
         try:
             for n in (1, 2):
                 torch.set_num_threads(n)
                 with torch.no_grad():
-                    outs.append(lm.model(input_ids=ids, attention_mask=mask).logits)
+                    outs.append(torch.log_softmax(lm.model(input_ids=ids).logits, -1).double())
         finally:
             torch.set_num_threads(before)
-        assert torch.equal(outs[0], outs[1]), lm.name
+        wide = copy.deepcopy(lm.model).double()
+        with torch.no_grad():
+            ref = torch.log_softmax(wide(input_ids=ids).logits, -1)
+        del wide
+        errors = [(o - ref).abs().max().item() for o in outs]
+        assert max(errors) < 1e-3, (lm.name, errors)  # float32 through the layers: ~1e-4
