@@ -65,8 +65,9 @@ reproduce-table1: setup
 # A rebuilt table against the committed one, cell by cell, with the stated tolerance (one unit of
 # the last printed digit or 1%): make reproduce-table1 && make verify [VERIFY_TABLES=...]
 VERIFY_TABLES ?= results/ralm/table1.md
+VERIFY_RUNS ?= ralm/table1
 verify: setup
-	$(VENV)/bin/ragrepro verify $(VERIFY_TABLES)
+	$(VENV)/bin/ragrepro verify $(VERIFY_TABLES) $(foreach e,$(VERIFY_RUNS),--runs $(e))
 
 # Learning curve of the mini predictive reranker (docs/ralm.md): labels are cached and reused,
 # finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold).

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -80,9 +81,30 @@ def package_versions() -> dict[str, str]:
     return out
 
 
+def cpu_model(cpuinfo: str | None = None) -> str:
+    """The CPU's model name (/proc/cpuinfo on Linux), with its widest vector extension:
+    another CPU type, or the same one without AVX-512, sums in another order, so float noise
+    between two machines' runs is explained by this line (ragrepro verify --runs)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return platform.processor() or platform.machine()
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip() not in fields:
+            fields[key.strip()] = value.strip()
+    name = fields.get("model name") or platform.processor() or platform.machine()
+    flags = set(fields.get("flags", "").split())
+    widest = next((f for f in ("avx512f", "avx2", "avx", "sse4_2", "asimd") if f in flags), "")
+    return f"{name} ({widest})" if widest else name
+
+
 def machine() -> dict[str, object]:
     info: dict[str, object] = {"python": platform.python_version(), "platform": platform.platform(),
                                "processor": platform.processor() or platform.machine()}
+    info["cpu"] = cpu_model()
     info["cpu_count"] = os.cpu_count()
     info["torch_threads"] = torch.get_num_threads()
     info["cuda"] = torch.cuda.is_available()

@@ -161,14 +161,31 @@ def verify_file(path: str, rev: str = "HEAD", rtol: float = DEFAULT_RTOL,
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ragrepro verify", description=__doc__.splitlines()[0])
-    ap.add_argument("tables", nargs="*", default=list(DEFAULT_TABLES),
-                    help="tracked table files, relative to the repository root")
+    ap.add_argument("tables", nargs="*",
+                    help="tracked table files, relative to the repository root (default: "
+                    f"{' '.join(DEFAULT_TABLES)}, unless only --runs is given)")
+    ap.add_argument("--runs", action="append", default=[], metavar="EXPERIMENT",
+                    help="also compare this machine's finished runs of EXPERIMENT with its "
+                    "committed evidence bundle, record by record (ragrepro/verify_runs.py)")
+    ap.add_argument("--noise", type=float, default=None,
+                    help="relative difference of a number counted as float noise by --runs "
+                    "(default 1e-5)")
     ap.add_argument("--rev", default="HEAD", help="the committed revision to compare with")
     ap.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
                     help="relative tolerance per number (besides one unit of its last digit)")
     args = ap.parse_args(list(argv) if argv is not None else None)
+    tables = args.tables or ([] if args.runs else list(DEFAULT_TABLES))
     try:
-        text, bad = report(args.tables, args.rev, args.rtol)
+        text, bad = report(tables, args.rev, args.rtol) if tables else ("", 0)
+        if args.runs:
+            from . import verify_runs
+            from .paths import results_dir
+
+            noise = verify_runs.DEFAULT_NOISE if args.noise is None else args.noise
+            if not 0 <= noise < 1:
+                raise RagreproError(f"--noise {noise:g} must be a relative difference in [0, 1).")
+            more, bad_runs = verify_runs.report(results_dir(), args.runs, noise)
+            text, bad = text + more, bad + bad_runs
     except RagreproError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
