@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import RagreproError
+from .io import atomic_write_text
 
 DEFAULT_RTOL = 0.01
 DEFAULT_TABLES = ("results/ralm/table1.md",)
@@ -170,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=None,
                     help="relative difference of a number counted as float noise by --runs "
                     "(default 1e-5)")
+    ap.add_argument("--out", type=Path, default=None, metavar="FILE.md",
+                    help="also write the verdicts as a Markdown record (the tables' summary "
+                    "lines, every run's line) naming this machine's CPU")
     ap.add_argument("--rev", default="HEAD", help="the committed revision to compare with")
     ap.add_argument("--rtol", type=float, default=DEFAULT_RTOL,
                     help="relative tolerance per number (besides one unit of its last digit)")
@@ -177,6 +181,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     tables = args.tables or ([] if args.runs else list(DEFAULT_TABLES))
     try:
         text, bad = report(tables, args.rev, args.rtol) if tables else ("", 0)
+        runs_text = ""
         if args.runs:
             from . import verify_runs
             from .paths import results_dir
@@ -184,13 +189,31 @@ def main(argv: Sequence[str] | None = None) -> int:
             noise = verify_runs.DEFAULT_NOISE if args.noise is None else args.noise
             if not 0 <= noise < 1:
                 raise RagreproError(f"--noise {noise:g} must be a relative difference in [0, 1).")
-            more, bad_runs = verify_runs.report(results_dir(), args.runs, noise)
-            text, bad = text + more, bad + bad_runs
+            runs_text, bad_runs = verify_runs.report(results_dir(), args.runs, noise)
+            bad += bad_runs
     except RagreproError as e:
         sys.stderr.write(f"error: {e}\n")
         return 2
-    sys.stdout.write(text)
+    sys.stdout.write(text + runs_text)
+    if args.out is not None:
+        atomic_write_text(args.out, record(argv_shown(argv), text, runs_text))
     return 1 if bad else 0
+
+
+def argv_shown(argv: Sequence[str] | None) -> str:
+    return " ".join(["ragrepro verify", *(sys.argv[1:] if argv is None else argv)])
+
+
+def record(command: str, tables_text: str, runs_text: str, cpu: str | None = None) -> str:
+    """The Markdown record of --out: the command, the machine, each table's summary line (its
+    per-cell lines stay on the terminal) and every run's line."""
+    from .metadata import cpu_model
+
+    summary = [line for line in tables_text.splitlines() if line.startswith("== ")
+               and " against " not in line]
+    body = "\n".join(summary + runs_text.splitlines())
+    return (f"# ragrepro verify\n\nWritten by `{command}` on a machine with "
+            f"{cpu or cpu_model()}.\n\n## Verdicts\n\n```\n{body}\n```\n")
 
 
 def report(tables: Sequence[str], rev: str = "HEAD", rtol: float = DEFAULT_RTOL,

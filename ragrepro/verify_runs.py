@@ -162,7 +162,9 @@ class RunCheck:
         total = t.total()
         parts = [f"{self.run_id}: {self.status}", f"{self.records} records",
                  (f"{total.n} numbers ({total.n - total.noisy - total.beyond} equal, "
-                 f"{total.noisy} within noise, {total.beyond} beyond)")]
+                 f"{total.noisy} within noise, {total.beyond} beyond"
+                 + (f"; largest relative difference {total.max_rel:.2g})" if total.noisy
+                    and not total.beyond else ")"))]
         beyond = [f"{name} {f.beyond}/{f.n} (largest difference {f.max_abs:.2g})"
                   for name, f in t.fields if f.beyond]
         if beyond:

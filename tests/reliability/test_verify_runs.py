@@ -121,3 +121,14 @@ def test_cpu_model_names_the_widest_vector_extension():
         "AMD EPYC 7B13 (avx2)"
     arm = "processor\t: 0\nFeatures\t: fp asimd\n"  # no model name, no flags line
     assert cpu_model(arm) == (platform.processor() or platform.machine())
+
+
+def test_the_markdown_record_keeps_summaries_and_run_lines():
+    tables = ("== t.md against HEAD\n  table 1 row 1 (a) b: same as committed\n"
+              "== t.md: 1 cells same as committed, 0 within tolerance, 0 differ\n")
+    runs = "== runs of e against x\n  r1: float noise\n== e: 1 float noise\n"
+    assert verify.record("ragrepro verify t.md --runs e", tables, runs, cpu="Intel X (avx512f)") \
+        == ("# ragrepro verify\n\nWritten by `ragrepro verify t.md --runs e` on a machine with "
+            "Intel X (avx512f).\n\n## Verdicts\n\n```\n"
+            "== t.md: 1 cells same as committed, 0 within tolerance, 0 differ\n"
+            "== runs of e against x\n  r1: float noise\n== e: 1 float noise\n```\n")
