@@ -41,6 +41,13 @@ $(STAMP): pyproject.toml requirements-embedded.txt
 # worker. Tests marked `exclusive` (a ratio of two timings) run afterwards with nothing beside
 # them. Measured times: README.md ("Quick start") and docs/reliability.md.
 TEST_WORKERS ?= 2
+# The `exclusive` tests live here (tests/conftest.py refuses one elsewhere): the second pytest
+# collects this folder, not the whole suite again (about 20 s).
+EXCLUSIVE_TESTS = tests/bench
+# Byte-code is written while the suite runs, whatever the machine's PYTHONDONTWRITEBYTECODE
+# (set on this machine's image): pytest then keeps its rewritten test modules and every
+# `ragrepro` subprocess finds the project's modules compiled, instead of compiling them again.
+TEST_ENV = PYTHONDONTWRITEBYTECODE=
 PYTEST_XDIST = $(if $(filter-out 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup)
 define NEED_XDIST
 @$(PY) -c "import xdist" 2>/dev/null || { echo "TEST_WORKERS=$(TEST_WORKERS) runs the suite with pytest-xdist, which $(PY) lacks: run '$(PY) -m pip install -e .[dev]' (make setup does it when pyproject.toml is newer than $(STAMP))" >&2; exit 2; }
@@ -48,15 +55,15 @@ endef
 
 test: setup setup-cluster setup-browser
 	$(if $(PYTEST_XDIST),$(NEED_XDIST))
-	$(PY) -m pytest tests -x --timeout=900 --durations=20 $(PYTEST_XDIST) -m "not exclusive"
-	$(PY) -m pytest tests -x --timeout=900 -m exclusive
+	$(TEST_ENV) $(PY) -m pytest tests -x --timeout=900 --durations=20 $(PYTEST_XDIST) -m "not exclusive"
+	$(TEST_ENV) $(PY) -m pytest $(EXCLUSIVE_TESTS) -x --timeout=900 -m exclusive
 
 # Without the real models, the browser and the real clusters (it needs only `make setup`, not
 # setup-cluster or setup-browser).
 test-fast: setup
 	$(if $(PYTEST_XDIST),$(NEED_XDIST))
-	$(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 --durations=20 $(PYTEST_XDIST)
-	$(PY) -m pytest tests -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
+	$(TEST_ENV) $(PY) -m pytest tests -m "not slow and not browser and not cluster and not exclusive" -x --timeout=900 --durations=20 $(PYTEST_XDIST)
+	$(TEST_ENV) $(PY) -m pytest $(EXCLUSIVE_TESTS) -m "exclusive and not slow and not browser and not cluster" -x --timeout=900
 
 reproduce-table1: setup
 	$(VENV)/bin/ragrepro -m experiment=ralm/table1

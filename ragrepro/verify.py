@@ -19,8 +19,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import verify_runs
 from .errors import RagreproError
 from .io import atomic_write_text
+from .paths import results_dir
 
 DEFAULT_RTOL = 0.01
 DEFAULT_TABLES = ("results/ralm/table1.md",)
@@ -183,9 +185,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         text, bad = report(tables, args.rev, args.rtol) if tables else ("", 0)
         runs_text = ""
         if args.runs:
-            from . import verify_runs
-            from .paths import results_dir
-
             noise = verify_runs.DEFAULT_NOISE if args.noise is None else args.noise
             if not 0 <= noise < 1:
                 raise RagreproError(f"--noise {noise:g} must be a relative difference in [0, 1).")
@@ -207,7 +206,7 @@ def argv_shown(argv: Sequence[str] | None) -> str:
 def record(command: str, tables_text: str, runs_text: str, cpu: str | None = None) -> str:
     """The Markdown record of --out: the command, the machine, each table's summary line (its
     per-cell lines stay on the terminal) and every run's line."""
-    from .metadata import cpu_model
+    from .metadata import cpu_model  # deferred: metadata imports torch; the table check does not
 
     summary = [line for line in tables_text.splitlines() if line.startswith("== ")
                and " against " not in line]

@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
@@ -52,6 +53,7 @@ def xdist_group(item: pytest.Item) -> str | None:
 # controller made (GROUPS_ENV, inherited by the workers it starts), and the controller's
 # scheduler (pytest_xdist_make_scheduler) reads it and sends each group to one worker.
 GROUPS_ENV = "RAGREPRO_XDIST_GROUPS"
+EXCLUSIVE_FOLDER = "tests/bench/"  # the Makefile's EXCLUSIVE_TESTS
 
 
 def _is_worker(config: pytest.Config) -> bool:
@@ -68,9 +70,21 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def misplaced_exclusive(nodeids: Iterable[str]) -> list[str]:
+    """The `exclusive` tests (given by node id) outside EXCLUSIVE_FOLDER, which the Makefile
+    would never run."""
+    return [n for n in nodeids if not n.startswith(EXCLUSIVE_FOLDER)]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks each test with its xdist group (for a reader of the marks) and, in an xdist
     worker of a `--dist loadgroup` run, writes the groups for the controller's scheduler."""
+    misplaced = misplaced_exclusive(item.nodeid for item in items
+                                    if item.get_closest_marker("exclusive"))
+    if misplaced:
+        raise pytest.UsageError(f"tests marked `exclusive` must live in {EXCLUSIVE_FOLDER} "
+                                f"(the Makefile's EXCLUSIVE_TESTS runs that folder alone after "
+                                f"the parallel part): move {', '.join(misplaced)}.")
     groups = {}
     for item in items:
         if (group := xdist_group(item)) is not None:
