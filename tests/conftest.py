@@ -170,7 +170,10 @@ def _restore_logging():
 def _test_threads():
     """RALM_TEST_THREADS=N pins torch to N threads for every test: on a machine shared with
     other jobs, two OpenMP threads spinning against each other made a 64-token forward pass
-    15x slower."""
+    15x slower. The processes the tests start (`ragrepro` runs, Slurm jobs, Ray workers)
+    inherit OMP_NUM_THREADS=N unless the environment sets it: one such run at torch's default
+    of one thread per core beside the other worker made that worker's tests 1.5x slower
+    (measured, a SmolLM2 generation test beside a two-thread matmul loop)."""
     value = os.environ.get("RALM_TEST_THREADS")
     if value:
         if not value.isdigit() or int(value) < 1:
@@ -178,6 +181,7 @@ def _test_threads():
         import torch
 
         torch.set_num_threads(int(value))
+        os.environ.setdefault("OMP_NUM_THREADS", value)
     yield
 
 

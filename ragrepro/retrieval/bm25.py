@@ -25,7 +25,7 @@ from ..io import locked
 from ..paths import cache_dir
 from .base import Hit, Retriever, reject_unknown
 from .corpus import Corpus
-from .jvm import anserini_jar, autoclass, start_jvm
+from .jvm import anserini_jar, autoclass, lucene_searcher, start_jvm
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +155,7 @@ class BM25Retriever(Retriever):
     def _open(self):
         if self._searcher is not None:
             return self._searcher
-        start_jvm()
-        # deferred: pyserini (optional, heavy; needs the JVM booted just above)
-        from pyserini.search.lucene import LuceneSearcher
+        LuceneSearcher = lucene_searcher()  # pyserini's class
 
         if not self.index:
             path = build_lucene_index(self.corpus, threads=self.threads)
@@ -186,7 +184,8 @@ class BM25Retriever(Retriever):
     def _open_prebuilt(self, name: str):
         # deferred: pyserini (optional, heavy; `_open` has booted the JVM)
         from pyserini.prebuilt_index_info import TF_INDEX_INFO
-        from pyserini.search.lucene import LuceneSearcher
+
+        LuceneSearcher = lucene_searcher()  # pyserini's class
 
         standin = sources.current().prebuilt_index(name)
         if standin is not None:  # rehearsal: a small index in the same raw layout

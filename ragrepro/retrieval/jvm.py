@@ -7,12 +7,20 @@
 2. pyserini 1.6 builds an OpenAI client at import time, which raises without an API key.
    A placeholder key (used only when the user set none; never logged) makes the import work;
    no request is ever sent.
+
+`lucene_searcher()` also imports pyserini's search package without its learned-sparse and
+HNSW searchers, which pull in pyserini.encode (transformers' model zoo, openai, scikit-learn,
+scipy): 3.6 s of every process that opens a BM25 index, for classes BM25 never uses. They are
+loaded on first access instead, so pyserini's whole API stays importable.
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import os
+import sys
 import threading
+import types
 from pathlib import Path
 
 from ..assets import package_dir
@@ -87,3 +95,51 @@ def autoclass(name: str):
     import jnius  # deferred: importing jnius boots the JVM (started just above)
 
     return jnius.autoclass(name)
+
+
+LUCENE = "pyserini.search.lucene"
+# pyserini.search.lucene's submodules that import pyserini.encode, and the names its
+# __init__ takes from them (pyserini 1.6)
+LAZY_SUBMODULES = {"_impact_searcher": ("LuceneImpactSearcher", "SlimSearcher"),
+                   "_hnsw_searcher": ("LuceneHnswDenseSearcher", "LuceneFlatDenseSearcher")}
+
+
+def lucene_searcher():
+    """pyserini's LuceneSearcher class, the JVM started and pyserini.encode not imported."""
+    start_jvm()
+    if LUCENE not in sys.modules:
+        with _lock:
+            if LUCENE not in sys.modules:
+                _import_lucene_lazily()
+    return sys.modules[LUCENE].LuceneSearcher
+
+
+def _import_lucene_lazily() -> None:
+    placeholders = {}
+    for sub, names in LAZY_SUBMODULES.items():
+        full = f"{LUCENE}.{sub}"
+        if full not in sys.modules:  # a real one imported earlier is kept
+            stand_in = types.ModuleType(full)
+            for name in names:
+                setattr(stand_in, name, None)
+            placeholders[full] = stand_in
+    sys.modules.update(placeholders)
+    try:
+        package = importlib.import_module(LUCENE)
+    finally:
+        for full, stand_in in placeholders.items():
+            if sys.modules.get(full) is stand_in:
+                del sys.modules[full]
+    for full in placeholders:
+        for name in LAZY_SUBMODULES[full.rsplit(".", 1)[1]]:
+            package.__dict__.pop(name, None)
+    package.__getattr__ = _load_on_access
+
+
+def _load_on_access(name: str):
+    """PEP 562 module __getattr__ of pyserini.search.lucene: the real submodule on first use."""
+    for sub, names in LAZY_SUBMODULES.items():
+        if name == sub or name in names:
+            module = importlib.import_module(f"{LUCENE}.{sub}")
+            return module if name == sub else getattr(module, name)
+    raise AttributeError(f"module {LUCENE!r} has no attribute {name!r}")

@@ -117,3 +117,34 @@ def test_openai_placeholder_never_overwrites_a_real_key(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-real")
     ensure_openai_placeholder()
     assert os.environ["OPENAI_API_KEY"] == "sk-real"
+
+
+def test_lucene_searcher_skips_pyserini_encode_until_a_dense_searcher_is_asked_for():
+    """BM25's process never imports pyserini.encode (3.6 s of transformers, openai, sklearn);
+    pyserini's other searchers still import on first access, as the real classes."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from ragrepro.retrieval.jvm import lucene_searcher\n"
+        "cls = lucene_searcher()\n"
+        "print(cls.__module__, cls.__name__, 'pyserini.encode' in sys.modules)\n"
+        "from pyserini.search.lucene import LuceneImpactSearcher, LuceneHnswDenseSearcher\n"
+        "from pyserini.search.lucene import _impact_searcher\n"
+        "print(LuceneImpactSearcher.__module__, LuceneHnswDenseSearcher.__module__,\n"
+        "      _impact_searcher.LuceneImpactSearcher is LuceneImpactSearcher,\n"
+        "      'pyserini.encode' in sys.modules)\n"
+        "import pyserini.search.lucene as pkg\n"
+        "try:\n"
+        "    pkg.NoSuchSearcher\n"
+        "except AttributeError as e:\n"
+        "    print('AttributeError', e)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
+                         env={**os.environ, "OPENAI_API_KEY": "unused"}, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0] == "pyserini.search.lucene._searcher LuceneSearcher False"
+    assert lines[1] == ("pyserini.search.lucene._impact_searcher "
+                        "pyserini.search.lucene._hnsw_searcher True True")
+    assert lines[2].startswith("AttributeError") and "NoSuchSearcher" in lines[2]
