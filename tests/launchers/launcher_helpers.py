@@ -2,13 +2,17 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from ragrepro.paths import REPO_ROOT
@@ -154,3 +158,25 @@ def cache_env(path):
             del os.environ["RAGREPRO_CACHE"]
         else:
             os.environ["RAGREPRO_CACHE"] = old
+
+
+def computed_once(tmp_path_factory, worker_id: str, name: str,
+                  compute: Callable[[Path], dict]) -> tuple[Path, dict]:
+    """`compute(folder)` run once per test session, whichever xdist worker asks first; the
+    others wait on a file lock and read what it returned (saved as JSON beside the folder).
+    Under xdist the workers' temp folders share a parent that is the session's own; in a
+    plain run the session's folder is used, so nothing leaks from one session to the next.
+    The folder is a reference: tests read it and never write into it."""
+    base = tmp_path_factory.getbasetemp()
+    root = base if worker_id == "master" else base.parent
+    folder, saved = root / name, root / f"{name}.json"
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not saved.is_file():
+            shutil.rmtree(folder, ignore_errors=True)  # a compute that failed half-way
+            folder.mkdir(parents=True)
+            value = compute(folder)
+            tmp = saved.with_suffix(".tmp")
+            tmp.write_text(json.dumps(value))
+            tmp.replace(saved)
+    return folder, json.loads(saved.read_text())

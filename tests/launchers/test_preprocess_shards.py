@@ -6,6 +6,7 @@ that follows without recomputing."""
 from __future__ import annotations
 
 import pytest
+from cache_links import private_cache
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from launcher_helpers import base_env, cache_env, ragrepro
@@ -52,7 +53,7 @@ def _one_process_silver(cache):
 
 @pytest.mark.cluster
 def test_silver_parts_on_slurm_merge_to_the_one_process_labels(slurm, tmp_path):
-    cache, res = tmp_path / "cache", tmp_path / "results"
+    cache, res = private_cache(tmp_path / "cache"), tmp_path / "results"
     env = base_env(res, RAGREPRO_CACHE=str(cache), SLURM_CONF=str(slurm))
     parts = ragrepro(["-m", *SILVER, "shard=0/3,1/3,2/3", "hydra/launcher=slurm",
                       f"hydra.sweep.dir={tmp_path / 'sweep'}"], env, timeout=900)
@@ -60,7 +61,7 @@ def test_silver_parts_on_slurm_merge_to_the_one_process_labels(slurm, tmp_path):
     assert "Submitted 3 cells as one array" in log
     merged = ragrepro([*SILVER, "shard=merge"], env)
     _ok(merged)
-    rel, one, n = _one_process_silver(tmp_path / "one")
+    rel, one, n = _one_process_silver(private_cache(tmp_path / "one"))
     assert n == 40
     assert (cache / rel).read_bytes() == one  # the file the FilCo run reads, as it writes it
     again = ragrepro(["-m", *SILVER, "shard=0/3,1/3,2/3", "hydra/launcher=slurm",
@@ -78,7 +79,7 @@ def test_index_shards_on_ray_are_the_one_process_index(ray_head, tmp_path, monke
     from riches.constraint import key_token_ids, vocab_size_of
     from riches.key_index import build_index, cached_keys
 
-    cache, res = tmp_path / "cache", tmp_path / "results"
+    cache, res = private_cache(tmp_path / "cache"), tmp_path / "results"
     env = base_env(res, RAGREPRO_CACHE=str(cache))
     jobs = ragrepro(["-m", *INDEX, "shard=0/2,1/2", "hydra/launcher=ray",
                      f"hydra.launcher.ray.init.address={ray_head}"], env, timeout=900)
@@ -130,7 +131,7 @@ def test_proposition_parts_merge_to_the_one_process_cache(tmp_path):
     from riches.key_index import proposition_docs
     from riches.propositions import lm_propositions
 
-    cache, res = tmp_path / "cache", tmp_path / "results"
+    cache, res = private_cache(tmp_path / "cache"), tmp_path / "results"
     env = base_env(res, RAGREPRO_CACHE=str(cache))
     log = _ok(ragrepro(["-m", *PROPS, "shard=0/2,1/2"], env, timeout=900))
     assert "Part 1/2: sentence batches" in log

@@ -1,13 +1,14 @@
 """Retrieval tests share one cache folder (so the wiki-vital Lucene index is built once per
-session) that is not the user's cache."""
+session) that is not the user's cache; its converted models are the session's (cache_links)."""
 from __future__ import annotations
 
 import pytest
+from cache_links import private_cache
 
 
 @pytest.fixture(scope="session")
 def retrieval_cache(tmp_path_factory):
-    return tmp_path_factory.mktemp("retrieval-cache")
+    return private_cache(tmp_path_factory.mktemp("retrieval-cache"))
 
 
 @pytest.fixture(autouse=True)

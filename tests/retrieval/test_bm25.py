@@ -16,11 +16,14 @@ from ragrepro.retrieval.jvm import OPENAI_PLACEHOLDER, ensure_openai_placeholder
 
 @pytest.fixture(scope="module")
 def bm25(vital, retrieval_cache):
-    os.environ["RAGREPRO_CACHE"] = str(retrieval_cache)  # module fixtures run before autouse
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.load("conf/retriever/bm25.yaml")
-    return build_retriever(cfg, vital)
+    # module fixtures run before the autouse cache fixture; set for the build only, so that
+    # the worker's later tests do not inherit this folder as their cache
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("RAGREPRO_CACHE", str(retrieval_cache))
+        return build_retriever(cfg, vital)
 
 
 def test_carmen_is_top1_and_scores_decrease(bm25):

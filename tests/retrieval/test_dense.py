@@ -64,10 +64,10 @@ def small(vital):
 
 @pytest.fixture(scope="module")
 def minilm(small, retrieval_cache):
-    import os
-
-    os.environ["RAGREPRO_CACHE"] = str(retrieval_cache)
-    return DenseRetriever(small, MINILM, name="dense-minilm", normalize=True, batch_size=32)
+    with pytest.MonkeyPatch.context() as mp:  # the build only: later tests keep their cache
+        mp.setenv("RAGREPRO_CACHE", str(retrieval_cache))
+        return DenseRetriever(small, MINILM, name="dense-minilm", normalize=True,
+                              batch_size=32)
 
 
 @pytest.mark.parametrize("query, title", [
