@@ -186,6 +186,26 @@ def _test_threads():
 
 
 @pytest.fixture(autouse=True)
+def _fast_tests_load_no_real_model(request, monkeypatch):
+    """`slow` means "runs a real embedded model" and `make test-fast` leaves those out: a test
+    without the mark that resolves a GGUF model in this process (SmolLM2, Gemma, the ladder:
+    a conversion of 12-40 s on a fresh clone, then a load of seconds) fails and says so.
+    Processes the test starts are not watched."""
+    if request.node.get_closest_marker("slow"):
+        yield
+        return
+    from ragrepro.models import loading
+
+    def refuse(gguf_path, *args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} resolves the real embedded model "
+                             f"{Path(gguf_path).name} but is not marked slow: add "
+                             f"@pytest.mark.slow (make test-fast leaves out real models)")
+
+    monkeypatch.setattr(loading, "converted_gguf_dir", refuse)
+    yield
+
+
+@pytest.fixture(autouse=True)
 def _isolated_results(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGREPRO_RESULTS", str(tmp_path / "results"))
     yield

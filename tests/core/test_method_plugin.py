@@ -38,6 +38,7 @@ def samples_of(results: Path, experiment: str, run_id: str) -> list[dict]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
+@pytest.mark.slow  # a real embedded model
 def test_a_fourth_method_in_a_temporary_folder_runs_plans_rehearses_and_tabulates(tmp_path):
     write_toy(tmp_path)
     ragrepro(tmp_path, "experiment=toy/main", "wandb.mode=disabled")

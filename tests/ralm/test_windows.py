@@ -126,6 +126,7 @@ def test_rerank_spans_zero_shot_and_oracle():
         rerank_input(stream, w, list(range(50)), rerank_tokens=16, oracle=False)
 
 
+@pytest.mark.slow  # a real embedded model
 def test_clean_up_tokenization_equals_the_tokenizers_own_clean_up(smollm):
     """query_text(.., True) must equal what decode(.., clean_up_tokenization_spaces=True) gave
     in transformers 4.28 (the official eval_lm.py's default): the raw decode passed through the

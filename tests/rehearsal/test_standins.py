@@ -117,6 +117,7 @@ def test_riches_markers_tokenise_apart_on_llama_stand_in(tmp_path):
     assert close_ids[0] not in open_ids
 
 
+@pytest.mark.slow  # a real embedded model
 def test_resolve_source_uses_the_stand_in_only_while_rehearsing(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path))
     monkeypatch.delenv("RAGREPRO_DATA", raising=False)  # activate() sets it

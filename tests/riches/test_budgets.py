@@ -80,6 +80,7 @@ def prompt_for(s: RichesSettings, name: str, lm: TokLM) -> RichesPrompt:
                         corpus_text(), demo=s.key.demo)
 
 
+@pytest.mark.slow  # a real embedded model
 def test_the_old_sentence_budget_is_refused_for_multi_hop_with_the_needed_value() -> None:
     lm = tok_lm("embedded:smollm2")
     s = settings("riches/keys@riches.key=sentence")
@@ -102,6 +103,7 @@ def test_the_old_sentence_budget_is_refused_for_multi_hop_with_the_needed_value(
         check_decoding(top, prompt, lm, None)
 
 
+@pytest.mark.slow  # a real embedded model
 def test_the_rehearsal_cap_is_not_checked_but_the_configured_budget_is() -> None:
     lm = tok_lm("embedded:smollm2")
     s = dataclasses.replace(settings("riches/keys@riches.key=sentence"), max_new_tokens=16)
@@ -139,6 +141,7 @@ def compose_experiment(experiment: str, *overrides: str):
 MINI = ["riches/keys", "riches/beam", "riches/interleave", "riches/main", "riches/main_ladder"]
 
 
+@pytest.mark.slow  # a real embedded model
 @pytest.mark.parametrize("source", ["embedded:smollm2", "embedded:gemma3"])
 @pytest.mark.parametrize("experiment", MINI)
 def test_every_mini_budget_holds_its_demonstrations(experiment: str, source: str) -> None:

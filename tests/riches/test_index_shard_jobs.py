@@ -143,6 +143,7 @@ def test_job_killed_mid_way_and_deleted_shard_rebuild_only_what_is_missing(tmp_p
     assert _answers(ib.open_index(folder)) == whole
 
 
+@pytest.mark.slow  # a real embedded model
 def test_the_jobs_fill_the_folder_a_riches_run_loads(smollm, tmp_path, monkeypatch):
     from ragrepro.data.records import Passage
     from riches.key_index import build_index

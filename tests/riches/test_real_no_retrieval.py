@@ -19,14 +19,14 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory):
-    """One no-retrieval run on 3 single-hop test questions, the default judge missing."""
+    """One no-retrieval run on 2 single-hop test questions, the default judge missing."""
     from ragrepro.runner import execute
 
     res = tmp_path_factory.mktemp("results")
     with initialize_config_dir(str(CONF_DIR), version_base=None):
         cfg = compose("config", overrides=[
             "experiment=riches/main", "riches/method=no_retrieval", "dataset.hops=1",
-            "limit=3", "riches/keys@riches.key=sentence", f"results_dir={res}",
+            "limit=2", "riches/keys@riches.key=sentence", f"results_dir={res}",
             "wandb.mode=disabled"])
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(ladder, "installed", lambda name: False)  # a fresh clone
@@ -39,7 +39,7 @@ def finished(tmp_path_factory):
 def test_no_retrieval_keys_close_and_generation_stops_before_the_budget(finished) -> None:
     _, run_dir, samples = finished
     budget = json.loads((run_dir / "metrics.json").read_text())["settings"]["max_new_tokens"]
-    assert budget == 160 and len(samples) == 3
+    assert budget == 160 and len(samples) == 2
     for s in samples:
         gen, diag = s["generation"]["answer"], s["diag"]
         assert gen["finish"] in ("stop", "eos") and gen["output_tokens"] < budget, s["output"]
