@@ -1,8 +1,11 @@
 """The Makefile's second pytest run collects only EXCLUSIVE_TESTS: every `exclusive` test must
-live there, or `make test` would never run it."""
+live there, or `make test` would never run it. `make test-fast` leaves out `slow` tests, which
+are the ones with a real model: a test without the mark that resolves one is refused; private
+caches share the session's converted models and nothing else."""
 import re
 from pathlib import Path
 
+import pytest
 from conftest import EXCLUSIVE_FOLDER, misplaced_exclusive
 
 from ragrepro.paths import REPO_ROOT
@@ -24,3 +27,21 @@ def test_every_exclusive_mark_in_the_suite_is_in_that_folder():
     marked = [p.relative_to(REPO_ROOT).as_posix() for p in (REPO_ROOT / "tests").rglob("*.py")
               if "mark.exclusive" in p.read_text(encoding="utf-8") and p.name != Path(__file__).name]
     assert marked and misplaced_exclusive(marked) == []
+
+
+def test_a_fast_test_that_resolves_a_real_model_is_refused_naming_the_mark():
+    from ragrepro.models.loading import resolve_source
+
+    with pytest.raises(AssertionError, match=r"SmolLM2-135M-Instruct\.Q4_1\.gguf but is not "
+                                             r"marked slow: add @pytest\.mark\.slow"):
+        resolve_source("embedded:smollm2")
+
+
+def test_a_private_cache_shares_only_the_sessions_models(tmp_path):
+    from cache_links import SESSION_CACHE, private_cache
+
+    cache = private_cache(tmp_path / "cache")
+    assert sorted(p.name for p in cache.iterdir()) == ["assets", "models"]
+    assert (cache / "models").resolve() == (SESSION_CACHE / "models").resolve()
+    assert (cache / "assets").is_symlink() and not (cache / "indexes").exists()
+    assert private_cache(cache) == cache  # again: the links are kept, not doubled
