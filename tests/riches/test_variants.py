@@ -67,6 +67,7 @@ def test_settings_are_typed_and_defaults_come_from_yaml() -> None:
     assert s.prompts["multi_hop"]["name"] == "multi-hop"
 
 
+@pytest.mark.slow  # a real embedded model: the pipeline loads SmolLM2 before the settings
 def test_a_misspelt_or_removed_setting_fails_loudly() -> None:
     cfg = _compose("experiment=riches/main", "+riches.beam_sizee=3")
     with pytest.raises(ConfigError, match="beam_sizee"):
