@@ -70,6 +70,7 @@ def minilm(small, retrieval_cache):
                               batch_size=32)
 
 
+@pytest.mark.slow  # the real embedded MiniLM
 @pytest.mark.parametrize("query, title", [
     ("the undersea railway link between England and France", "Channel Tunnel"),
     ("the plague pandemic that killed a large part of Europe's population in the 1300s",
@@ -83,6 +84,7 @@ def test_minilm_finds_article_for_paraphrase(minilm, query, title):
     assert -1.0 <= hits[2].score <= hits[0].score <= 1.0  # cosine similarity
 
 
+@pytest.mark.slow  # the real embedded MiniLM
 def test_embeddings_cached_and_index_round_trip(minilm, small, tmp_path):
     shards = minilm.corpus_embeddings()
     vec = np.concatenate([np.load(p) for p in shards])
@@ -99,6 +101,7 @@ def test_embeddings_cached_and_index_round_trip(minilm, small, tmp_path):
     assert other.query_key(query, 3) != minilm.query_key(query, 3)
 
 
+@pytest.mark.slow  # the real embedded MiniLM
 def test_encoding_matches_sentence_transformers(minilm):
     """all-MiniLM-L6-v2's reference pipeline (sentence-transformers: mean pooling, then L2
     normalisation) gives the same vectors as ours."""
@@ -112,6 +115,7 @@ def test_encoding_matches_sentence_transformers(minilm):
     assert np.abs(minilm.encode_queries(queries) - ref).max() < 1e-5
 
 
+@pytest.mark.slow  # the real embedded MiniLM
 def test_separate_doc_encoder_is_used_for_passages():
     """encoder.doc_source (DPR's context encoder) encodes passages; queries use source."""
     from ragrepro.assets import minilm_dir
@@ -129,6 +133,7 @@ def test_separate_doc_encoder_is_used_for_passages():
     assert [h.pid for h in hits] == ["2", "1"]
 
 
+@pytest.mark.slow  # the real embedded MiniLM
 def test_token_type_ids_switch_and_model_class_check():
     from ragrepro.assets import minilm_dir
     from ragrepro.retrieval.dense import Encoder
