@@ -187,11 +187,11 @@ def _test_threads():
 
 @pytest.fixture(autouse=True)
 def _fast_tests_load_no_real_model(request, monkeypatch):
-    """`slow` means "runs a real embedded model" and `make test-fast` leaves those out: a test
-    without the mark that resolves a GGUF model in this process (SmolLM2, Gemma, the ladder:
-    a conversion of 12-40 s on a fresh clone, then a load of seconds) fails and says so.
-    Processes the test starts are not watched."""
-    if request.node.get_closest_marker("slow"):
+    """`slow` means "runs a real embedded model" and `make test-fast` leaves those out (with
+    the `browser` and `cluster` tests): a test that it runs and that resolves a GGUF model in
+    this process (SmolLM2, Gemma, the ladder: a conversion of 12-40 s on a fresh clone, then a
+    load of seconds) fails and says so. Processes the test starts are not watched."""
+    if any(request.node.get_closest_marker(m) for m in ("slow", "cluster", "browser")):
         yield
         return
     from ragrepro.models import loading

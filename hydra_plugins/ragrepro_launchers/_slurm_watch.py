@@ -4,12 +4,22 @@ submitit reads job states with `sacct` only; without it, a job that died before 
 result (killed, out of memory, node lost) would be waited for forever. Small clusters and the
 one-node test Slurm (scripts/slurm_local.sh) have no accounting; clusters that have it keep
 submitit's own `sacct` watcher.
+
+How often the states are read: submitit's back-off (at 2, 4, 8, 16 s ... after the last
+submission, then every `delay_s`), with `delay_s` = RAGREPRO_SLURM_POLL_S (default 60 s, as
+submitit). A job that ends at 9 s is seen at about 16 s; the test suite's one-node Slurm sets
+2 s, where a poll is one local `scontrol` call.
 """
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from typing import Any
+
+from ragrepro.errors import ConfigError
+
+POLL_ENV = "RAGREPRO_SLURM_POLL_S"
 
 _FIELD = re.compile(r"(\w+)=(\S*)")
 
@@ -56,8 +66,21 @@ def install_if_needed() -> bool:
 
     if isinstance(slurm.SlurmJob.watcher, _watcher_class()) or not accounting_disabled():
         return False
-    slurm.SlurmJob.watcher = _watcher_class()(delay_s=60)
+    slurm.SlurmJob.watcher = _watcher_class()(delay_s=poll_cap_s())
     return True
+
+
+def poll_cap_s() -> float:
+    """The longest wait between two job-state reads (RAGREPRO_SLURM_POLL_S, default 60)."""
+    raw = os.environ.get(POLL_ENV, "60")
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not value > 0:
+        raise ConfigError(f"{POLL_ENV}={raw!r}: give the longest wait between two Slurm "
+                          f"job-state reads in seconds, a positive number (default 60).")
+    return value
 
 
 def _watcher_class() -> Any:

@@ -75,8 +75,11 @@ def free_port() -> int:
 
 
 def base_env(results: Path, **extra: str) -> dict[str, str]:
+    # the one-node Slurm's job states are read at least every 2 s (one local scontrol call;
+    # submitit's back-off would see a job that ended at 9 s only at about 16 s)
     env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled",
-           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT), **RAY_LOOPBACK, **extra}
+           "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO_ROOT), "RAGREPRO_SLURM_POLL_S": "2",
+           **RAY_LOOPBACK, **extra}
     env.pop("RAGREPRO_FAULT", None)
     return {**env, **extra}
 
