@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import random
@@ -15,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ragrepro.io import atomic_write_text, locked
 from ragrepro.paths import REPO_ROOT
 
 VENV_BIN = Path(sys.executable).parent
@@ -173,13 +173,10 @@ def computed_once(tmp_path_factory, worker_id: str, name: str,
     base = tmp_path_factory.getbasetemp()
     root = base if worker_id == "master" else base.parent
     folder, saved = root / name, root / f"{name}.json"
-    with open(root / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+    with locked(root / name):
         if not saved.is_file():
             shutil.rmtree(folder, ignore_errors=True)  # a compute that failed half-way
             folder.mkdir(parents=True)
-            value = compute(folder)
-            tmp = saved.with_suffix(".tmp")
-            tmp.write_text(json.dumps(value))
-            tmp.replace(saved)
+            # key order kept (no sort_keys): the tests compare the CSV row's column order
+            atomic_write_text(saved, json.dumps(compute(folder)))
     return folder, json.loads(saved.read_text())
