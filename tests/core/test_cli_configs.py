@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -34,8 +35,11 @@ def test_every_experiment_composes_and_resolves(experiment):
     get_method(resolved["pipeline"]["_target_"])  # the pipeline function exists
 
 
-def _cli(*args, env_extra=None, cwd=REPO_ROOT):
+def _cli(*args, env_extra=None, cwd=REPO_ROOT, fresh=False):
+    """The CLI from the suite's warm server (tests/warm_cli.py); fresh: a new interpreter."""
     env = {**os.environ, "WANDB_MODE": "disabled", **(env_extra or {})}
+    if not fresh:
+        return warm_cli.run(list(args), env=env, cwd=cwd, timeout=300)
     return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
                           text=True, env=env, cwd=cwd, timeout=300, check=False)
 
@@ -43,7 +47,7 @@ def _cli(*args, env_extra=None, cwd=REPO_ROOT):
 def test_smoke_run_end_to_end(tmp_path):
     res_dir = tmp_path / "res"
     out = _cli("experiment=core/smoke", "wandb.mode=disabled",
-               env_extra={"RAGREPRO_RESULTS": str(res_dir)})
+               env_extra={"RAGREPRO_RESULTS": str(res_dir)}, fresh=True)  # as CI's smoke run
     assert out.returncode == 0, out.stderr
     rows = read_csv(res_dir / "core" / "smoke.csv")
     assert len(rows) == 1

@@ -9,11 +9,10 @@ from __future__ import annotations
 import csv
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 from omegaconf import OmegaConf
 
 from ragrepro.configcheck import check_overrides, group_options
@@ -75,11 +74,9 @@ def test_a_new_dataset_yaml_runs_an_experiment_through_the_cli(tmp_path):
     write_dataset(conf, tmp_path / "rows.jsonl")
     env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled",
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-m", "ragrepro", "experiment=ralm/table4",
-                          "dataset=my-trivia", f"hydra.searchpath=[file://{conf}]", "limit=2",
-                          "qa.num_docs=0", "wandb.mode=disabled"],
-                         capture_output=True, text=True, env=env, cwd=REPO_ROOT, timeout=600,
-                         check=False)
+    out = warm_cli.run(["experiment=ralm/table4", "dataset=my-trivia",
+                        f"hydra.searchpath=[file://{conf}]", "limit=2", "qa.num_docs=0",
+                        "wandb.mode=disabled"], env=env, cwd=REPO_ROOT, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     with open(results / "ralm" / "table4.csv", encoding="utf-8") as f:
         (row,) = list(csv.DictReader(f))

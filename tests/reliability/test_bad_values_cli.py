@@ -9,11 +9,11 @@ import json
 import logging
 import os
 import struct
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -299,8 +299,7 @@ def test_one_wrapper_turns_user_errors_into_exit_2_and_keeps_bugs(capsys):
 def test_the_real_command_prints_one_error_line(tmp_path, args, named):
     env = {**os.environ, "RAGREPRO_RESULTS": str(tmp_path), "HF_HUB_OFFLINE": "1",
            "WANDB_MODE": "disabled"}
-    out = subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                         text=True, env=env, cwd=REPO_ROOT, timeout=300, check=False)
+    out = warm_cli.run([*args], env=env, cwd=REPO_ROOT, timeout=300)
     assert out.returncode == 2, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and named in out.stderr
     assert out.stderr.startswith("error: ") or "\nerror: " in out.stderr

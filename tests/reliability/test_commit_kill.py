@@ -4,10 +4,9 @@ kill_in_overwrite, a real SIGKILL of the CLI process) must leave either an unfin
 that the rerun redoes or a finished run with exactly one row."""
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
+import warm_cli
 
 from ragrepro import tracking
 from ragrepro.paths import REPO_ROOT
@@ -26,8 +25,7 @@ def _cli(args, results, fault=None):
     env.pop("RAGREPRO_FAULT", None)
     if fault:
         env["RAGREPRO_FAULT"] = fault
-    return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=env, cwd=REPO_ROOT, timeout=300, check=False)
+    return warm_cli.run([*args], env=env, cwd=REPO_ROOT, timeout=300)
 
 
 def _state(results):

@@ -11,6 +11,7 @@ import sys
 from dataclasses import fields, is_dataclass
 
 import pytest
+import warm_cli
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
@@ -169,8 +170,7 @@ def test_unknown_key_in_a_settings_node_is_named(composed):
 
 def _cli(args, results):
     env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled"}
-    return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=env, cwd=REPO_ROOT, timeout=300, check=False)
+    return warm_cli.run([*args], env=env, cwd=REPO_ROOT, timeout=300)
 
 
 @pytest.mark.parametrize("override,message", [

@@ -10,13 +10,13 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from ragrepro.paths import REPO_ROOT
 from ragrepro.tracking import read_csv
@@ -29,8 +29,7 @@ RUN = ["experiment=core/smoke", "wandb.mode=disabled", "allow_code_change=true"]
 def _cli(args: list[str], results: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled"}
     env.pop("RAGREPRO_FAULT", None)
-    return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=env, cwd=REPO_ROOT, timeout=300, check=False)
+    return warm_cli.run([*args], env=env, cwd=REPO_ROOT, timeout=300)
 
 
 @pytest.fixture(scope="module")

@@ -3,10 +3,9 @@ killed with SIGKILL in the middle of its second run resumes from the last record
 ends with the same metrics and per-window records as an uninterrupted sweep."""
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
+import warm_cli
 
 from ragrepro.paths import REPO_ROOT
 from ragrepro.tracking import read_csv
@@ -21,8 +20,7 @@ SWEEP = ["-m", "experiment=ralm/table1", "model=smollm2-135m", "ralm/rerank=none
 def _cli(results, **env):
     full = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled",
             "OMP_NUM_THREADS": "1", **env}
-    return subprocess.run([sys.executable, "-m", "ragrepro", *SWEEP], capture_output=True,
-                          text=True, env=full, cwd=REPO_ROOT, timeout=600, check=False)
+    return warm_cli.run([*SWEEP], env=full, cwd=REPO_ROOT, timeout=600)
 
 
 def _rows(results):

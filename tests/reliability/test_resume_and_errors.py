@@ -3,10 +3,9 @@ their own window/example-level resume tests)."""
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
+import warm_cli
 
 from ragrepro.paths import REPO_ROOT
 from ragrepro.tracking import read_csv
@@ -16,8 +15,7 @@ SWEEP = ["-m", "experiment=core/smoke_long", "seed=1,2,3", "wandb.mode=disabled"
 
 def _cli(args, results, **env):
     full_env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled", **env}
-    return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=full_env, cwd=REPO_ROOT, timeout=300, check=False)
+    return warm_cli.run([*args], env=full_env, cwd=REPO_ROOT, timeout=300)
 
 
 def _metrics_by_seed(results):

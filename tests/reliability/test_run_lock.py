@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from ragrepro import io as rio
 from ragrepro import runlock
@@ -350,10 +351,11 @@ def _cli(args, results, fault=None, umask=None, unprivileged=False, **env_extra)
     env.pop("RAGREPRO_FAULT", None)
     if fault:
         env["RAGREPRO_FAULT"] = fault
-    cmd = [sys.executable, "-m", "ragrepro", *args]
-    if unprivileged and os.geteuid() == 0:
-        assert shutil.which("setpriv"), "setpriv (util-linux) is needed to drop root's rights"
-        cmd = NO_WRITE_CAPS + cmd
+    if not (unprivileged and os.geteuid() == 0):
+        return warm_cli.start(args, env=env, cwd=REPO_ROOT, umask=umask, merge_stderr=True)
+    # dropping root's rights needs an exec'd process (setpriv), not a fork of the warm one
+    assert shutil.which("setpriv"), "setpriv (util-linux) is needed to drop root's rights"
+    cmd = [*NO_WRITE_CAPS, sys.executable, "-m", "ragrepro", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=REPO_ROOT, umask=-1 if umask is None else umask)
 

@@ -1,9 +1,8 @@
 """Issue 8 guarantee 6: no remote code unless asked, no pickle, secrets never written."""
 import os
 import re
-import subprocess
-import sys
 
+import warm_cli
 import yaml
 
 from ragrepro.configcheck import config_dirs
@@ -34,9 +33,8 @@ def test_api_keys_never_reach_results_or_logs(tmp_path):
     secret = "wandb-secret-0123456789abcdef0123456789abcdef"
     env = {**os.environ, "RAGREPRO_RESULTS": str(tmp_path), "WANDB_API_KEY": secret,
            "WANDB_MODE": "disabled", "HF_TOKEN": "hf_" + secret}
-    out = subprocess.run([sys.executable, "-m", "ragrepro", "experiment=core/smoke",
-                          "+wandb.api_key=" + secret], capture_output=True, text=True, env=env,
-                         cwd=REPO_ROOT, timeout=300, check=False)
+    out = warm_cli.run(["experiment=core/smoke", "+wandb.api_key=" + secret], env=env,
+                       cwd=REPO_ROOT, timeout=300)
     assert out.returncode == 0, out.stderr
     assert secret not in out.stdout + out.stderr
     for path in tmp_path.rglob("*"):

@@ -6,11 +6,10 @@ retrieval, 2 questions). Each runs the real CLI into a tmp results folder (~10-3
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+import warm_cli
 
 from ragrepro.paths import REPO_ROOT
 from ragrepro.report.build import build_report
@@ -22,9 +21,8 @@ pytestmark = pytest.mark.slow
 def _cli(results: Path, *overrides: str) -> None:
     env = {**os.environ, "RAGREPRO_RESULTS": str(results), "WANDB_MODE": "disabled",
            "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-m", "ragrepro", "-m", *overrides,
-                          "wandb.mode=disabled"], capture_output=True, text=True, env=env,
-                         cwd=REPO_ROOT, timeout=600, check=False)
+    out = warm_cli.run(["-m", *overrides, "wandb.mode=disabled"], env=env, cwd=REPO_ROOT,
+                       timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
 
 
