@@ -24,6 +24,7 @@ umask, output paths); the server forks a supervisor, which forks the command, wr
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import select
@@ -53,6 +54,10 @@ def _serve(sock_path: str) -> dict[str, Any]:
     srv.bind(sock_path)
     srv.listen(16)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # supervisors are reaped by the kernel
+    # imported objects go to the permanent generation: a child's collections never walk (and
+    # so never copy-on-write) the pages they share with the server
+    gc.collect()
+    gc.freeze()
     sys.stdout.write("ready\n")
     sys.stdout.flush()
     while True:
@@ -103,7 +108,27 @@ def _become_command(req: dict[str, Any]) -> None:
         os.dup2(src, dst)
     sys.argv = ["-m", *req["args"]]
     sys.path.insert(0, os.getcwd())
-    runpy.run_module("ragrepro", run_name="__main__", alter_sys=True)
+    code: int = 0
+    try:
+        runpy.run_module("ragrepro", run_name="__main__", alter_sys=True)
+    except SystemExit as e:  # as the interpreter treats an uncaught one
+        if e.code is None or isinstance(e.code, int):
+            code = e.code or 0
+        else:
+            print(e.code, file=sys.stderr)
+            code = 1
+    except BaseException:  # noqa: BLE001 - reported as the interpreter reports it
+        sys.excepthook(*sys.exc_info())
+        code = 1
+    # The interpreter's exit less its final teardown: non-daemon threads are joined, atexit
+    # handlers run (logging.shutdown among them), the streams are flushed. Freeing every
+    # inherited object would write to (so copy) the server's whole heap: about 0.5 s a
+    # command (measured: a smoke run 1.2 s with it, 0.7 s without; 2.9 s fresh).
+    threading._shutdown()  # waits for non-daemon threads, as the interpreter's exit does
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(code)
 
 
 # -- the client (in the pytest worker) ------------------------------------------------------
