@@ -42,8 +42,13 @@ XDIST_GROUPS = (("ray", lambda item: "ray_head" in getattr(item, "fixturenames",
 
 
 def xdist_group(item: pytest.Item) -> str | None:
-    """The first group of XDIST_GROUPS whose rule takes the test, or None."""
-    return next((name for name, takes in XDIST_GROUPS if takes(item)), None)
+    """The first group of XDIST_GROUPS whose rule takes the test; for a test marked
+    `one_worker`, its module (a costly module-scoped fixture is then built once, not once per
+    worker); otherwise None."""
+    named = next((name for name, takes in XDIST_GROUPS if takes(item)), None)
+    if named is None and item.get_closest_marker("one_worker") is not None:
+        return "module:" + item.nodeid.split("::", 1)[0]
+    return named
 
 
 # pytest-xdist 3.8's own `--dist loadgroup` marks a grouped test by appending "@group" to

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import EXCLUSIVE_FOLDER, misplaced_exclusive
+from conftest import EXCLUSIVE_FOLDER, misplaced_exclusive, xdist_group
 
 from ragrepro.paths import REPO_ROOT
 
@@ -45,3 +45,23 @@ def test_a_private_cache_shares_only_the_sessions_models(tmp_path):
     assert (cache / "models").resolve() == (SESSION_CACHE / "models").resolve()
     assert (cache / "assets").is_symlink() and not (cache / "indexes").exists()
     assert private_cache(cache) == cache  # again: the links are kept, not doubled
+
+
+class _Item:
+    """What xdist_group reads of a collected test."""
+
+    def __init__(self, nodeid: str, marks: tuple[str, ...] = (), fixtures: tuple[str, ...] = ()):
+        self.nodeid, self._marks, self.fixturenames = nodeid, marks, fixtures
+
+    def get_closest_marker(self, name: str):
+        return pytest.mark.__getattr__(name) if name in self._marks else None
+
+
+def test_one_worker_puts_a_modules_tests_in_one_group_and_named_groups_win():
+    a = _Item("tests/filco/test_x.py::test_a", ("one_worker",))
+    b = _Item("tests/filco/test_x.py::test_b[1]", ("one_worker",))
+    assert xdist_group(a) == xdist_group(b) == "module:tests/filco/test_x.py"
+    assert xdist_group(_Item("tests/filco/test_x.py::test_c")) is None
+    # a Slurm test of such a module still goes with the other Slurm tests
+    assert xdist_group(_Item("tests/l/test_y.py::t", ("one_worker",), ("slurm",))) == "slurm"
+

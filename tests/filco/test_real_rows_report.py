@@ -19,6 +19,9 @@ from ragrepro.report.tables import build_table
 from ragrepro.runner import execute
 from ragrepro.tracking import read_csv
 
+# the module's fixture trains and runs 9 tiny cells (about 13 s): built once, on one worker
+pytestmark = pytest.mark.one_worker
+
 # Small budgets keep the random T5 (it never stops) fast; the targets are cut to them in
 # training too, so the budget check (a budget must hold every target as trained) passes.
 TINY = ["model=tiny-t5-random", "limit=2", "train_dataset.limit=4",

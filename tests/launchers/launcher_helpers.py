@@ -7,12 +7,13 @@ import os
 import random
 import shutil
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+import warm_cli
 
 from ragrepro.io import atomic_write_text, locked
 from ragrepro.paths import REPO_ROOT
@@ -85,8 +86,9 @@ def base_env(results: Path, **extra: str) -> dict[str, str]:
 
 
 def ragrepro(args: list[str], env: dict[str, str], timeout: int = 300):
-    return subprocess.run([sys.executable, "-m", "ragrepro", *args], capture_output=True,
-                          text=True, env=env, cwd=REPO_ROOT, timeout=timeout, check=False)
+    """The submitting `python -m ragrepro` (tests/warm_cli.py); its jobs start as the launcher
+    starts them (fresh processes under Slurm, Ray or joblib)."""
+    return warm_cli.run(args, env=env, cwd=REPO_ROOT, timeout=timeout)
 
 
 def free_port_pair() -> int:

@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import warm_cli
 from launcher_helpers import base_env, ragrepro
 
 from ragrepro.paths import REPO_ROOT
@@ -63,10 +63,8 @@ def _relaunch_while_running(tmp_path: Path, launcher: list[str], env: dict[str, 
                             relaunch_log) -> None:
     results = tmp_path / "results"
     base = results / "core" / "smoke"
-    first = subprocess.Popen([sys.executable, "-m", "ragrepro", *SWEEP, *launcher,
-                              f"hydra.sweep.dir={tmp_path / 'sweep1'}"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             env=env, cwd=REPO_ROOT)
+    first = warm_cli.start([*SWEEP, *launcher, f"hydra.sweep.dir={tmp_path / 'sweep1'}"],
+                           env=env, cwd=REPO_ROOT, merge_stderr=True)
     try:
         # one cell finished, the other holds its lock before its commit
         _wait_for("one finished cell and one held lock",
