@@ -200,12 +200,13 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
                                                                   scorer_lm.add_bos))
     encode_doc = doc_encoder(lm, r.doc_max_tokens, s.window_bos)
     # The evaluated LM ranks the candidates by full-window passes that the other LM-ranked
-    # variant (zero-shot or oracle) of the same sweep process runs identically: keep them.
+    # variant (zero-shot or oracle) of the same sweep process runs identically, and the
+    # first-document and predictive cells score rows of those passes: keep them.
     # (an LM-like model of a plug-in or a test without a memo simply runs every pass)
     share = getattr(lm, "share_passes", None)
-    shared = bool(v.lm_ranked and zs_other is None and share is not None and share())
+    shared = bool(zs_other is None and share is not None and share())
     memo = getattr(lm, "pass_memo", None) if shared else None
-    before = (memo.hits, memo.misses) if memo is not None else (0, 0)
+    before = (memo.hits, memo.misses, memo.row_hits) if memo is not None else (0, 0, 0)
     counts = window_counts(lm, s, encode_doc, streams)
     only = shard_selection(run, counts, r.batch_windows)
     with run.timed("evaluate"):
@@ -215,7 +216,8 @@ def run(run: Run, *, lm: LM, texts: list[LMDoc], settings: RalmSettings, corpus:
             reranker_prefix_tokens=reranker_info.get("prefix_tokens"),
             doc_cut=doc_cut_checker(lm, r.doc_max_tokens, s.window_bos))
     if memo is not None:  # the process's memo: this cell's share is the change
-        log.info("Pass memo: %d batches replayed, %d run (%.0f MB held)", memo.hits - before[0],
+        log.info("Pass memo: %d batches replayed (%d of them from rows of same-shape batches), "
+                 "%d run (%.0f MB held)", memo.hits - before[0], memo.row_hits - before[2],
                  memo.misses - before[1], memo.used / 2**20)
     with run.timed("write_retrieval_file"):
         write_official_file(run.path("retrieval.json"), lm, streams, evaluators, r.stream, only)

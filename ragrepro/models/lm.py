@@ -15,7 +15,7 @@ from ..errors import ConfigError, NumericsError
 from ..generation import finish_reason
 from ..lock import check_loaded, model_id
 from .loading import check_attn_implementation, load_pretrained, resolve_source
-from .passes import PassMemo, batch_key, shared_memo, weights_checksum
+from .passes import PassMemo, batch_key, row_keys, rows_enabled, shared_memo, weights_checksum
 
 log = logging.getLogger(__name__)
 
@@ -158,8 +158,9 @@ class LM:
                                          attention_mask=mask.to(self.device)).last_hidden_state
         if self.pass_memo is None or self.model.training:
             return run()
-        key = (self.memo_identity, torch.get_num_threads(), batch_key(ids, mask))
-        return self.pass_memo.get_or_run(key, run)
+        ident = (self.memo_identity, torch.get_num_threads())
+        rows = [(*ident, r) for r in row_keys(ids, mask)] if rows_enabled() else None
+        return self.pass_memo.get_or_run((*ident, batch_key(ids, mask)), run, rows)
 
     def _head(self, hidden: torch.Tensor) -> torch.Tensor:
         logits = self.model.get_output_embeddings()(hidden)

@@ -208,3 +208,80 @@ def test_a_model_that_cannot_be_checksummed_runs_without_the_memo(monkeypatch, c
     fake.pass_memo = fake.memo_identity = None
     assert fake.share_passes() is False and fake.pass_memo is None
     assert "Pass memo off for m" in caplog.text
+
+
+def evaluate_blocks_of(lm, rerank, batch_windows):
+    s = settings_from_defaults(
+        {"max_length": L, "stride": STRIDE, "retrieval_stride": STRIDE, "query_len": 16,
+         "doc_max_tokens": DOC_MAX, "k": 3, "rerank": rerank, "rerank_tokens": RANK,
+         "window_bos": False, "batch_windows": batch_windows}, seed=0, batch_size=3,
+        model_adds_bos=False)
+    windows = make_windows(len(STREAM), L, STRIDE)
+    docs = {w.index: [DOCS[(w.index + j) % 3] for j in range(3)] for w in windows[1:]}
+    ev = StreamEval(lm, s, FixedDocs(docs), doc_encoder(lm, DOC_MAX, False), bos_id=None)
+    return ev.run(STREAM)
+
+
+def test_first_document_cell_replays_rows_of_same_shape_batches_to_the_same_floats(
+        weights, memo_env):
+    plain = evaluate_blocks_of(lm_from(weights), "first", 3)  # never attached: no memo
+    zs = lm_from(weights)
+    zs.share_passes()
+    evaluate_blocks_of(zs, "zeroshot", 3)
+    memo = passes.shared_memo()
+    ran = memo.misses
+    # 10 windows, blocks of 3, 3 candidates, batches of 3 rows: blocks rank windows 1-2, 3-5,
+    # 6-8 and 9 (2 + 3 + 3 + 1 batches of shape [3, 48]); window 0 is scored alone ([1, 48])
+    assert ran == 2 + 3 + 3 + 1 + 1 and memo.row_hits == 0
+    first = lm_from(weights)
+    first.share_passes()
+    replayed = evaluate_blocks_of(first, "first", 3)
+    # the first-document cell's batches: [w0, w1, w2] (window 0 has no document: not a stored
+    # row), [w3, w4, w5] and [w6, w7, w8] (every row stored from the zero-shot cell's [3, 48]
+    # batches: replayed), [w9] (shape [1, 48]: its row was stored from a [3, 48] batch, so it
+    # runs)
+    assert memo.row_hits == 2 and memo.hits == 2 and memo.misses == ran + 2
+    assert [r["nll_sum"] for r in replayed] == [r["nll_sum"] for r in plain]
+    assert [r.get("doc_rank") for r in replayed] == [None] + [0] * 9  # window 0: no document
+
+
+def test_rows_are_keyed_by_the_batch_shape():
+    ids = torch.tensor([[5, 6, 7], [8, 9, 10]])
+    mask = torch.ones_like(ids)
+    other = torch.tensor([[5, 6, 7], [11, 12, 13]])  # same first row, another neighbour
+    assert passes.row_keys(ids, mask)[0] == passes.row_keys(other, mask)[0]
+    assert passes.row_keys(ids, mask)[1] != passes.row_keys(other, mask)[1]
+    alone = passes.row_keys(ids[:1], mask[:1])[0]  # the same row in a batch of one
+    assert alone != passes.row_keys(ids, mask)[0]
+
+
+def test_row_index_follows_eviction_and_the_switch(monkeypatch):
+    m = passes.PassMemo(max_bytes=300)
+    t = torch.arange(64, dtype=torch.float32).reshape(2, 8, 4)  # 256 bytes, rows of 128
+    m.get_or_run(("b1",), lambda: t, [("r0",), ("r1",)])
+    got = m.get_or_run(("b2",), lambda: pytest.fail("must replay"), [("r1",), ("r0",)])
+    assert torch.equal(got, t[[1, 0]]) and (m.hits, m.row_hits, m.misses) == (1, 1, 1)
+    # a partial hit runs the whole batch (its other rows would be computed in another shape)
+    m.get_or_run(("b3",), lambda: torch.zeros(2, 2, 4), [("r0",), ("new",)])
+    assert m.misses == 2
+    # b3 (64 bytes) pushes b1 out (256 + 64 > 300): b1's row r1 goes, r0 now names b3's row
+    assert list(m.entries) == [("b3",)] and m.rows[("r0",)] == (("b3",), 0)
+    assert ("r1",) not in m.rows
+    m.get_or_run(("b4",), lambda: t.clone(), [("x",), ("y",)])  # 256 bytes: b3 goes
+    assert ("r0",) not in m.rows and ("new",) not in m.rows and set(m.rows) == {("x",), ("y",)}
+    monkeypatch.setenv(passes.ROWS_ENV, "0")
+    assert not passes.rows_enabled()
+    monkeypatch.setenv(passes.ROWS_ENV, "yes")
+    with pytest.raises(ConfigError, match=f"{passes.ROWS_ENV}='yes' must be 1"):
+        passes.rows_enabled()
+
+
+def test_with_rows_off_only_whole_batches_replay(weights, memo_env, monkeypatch):
+    monkeypatch.setenv(passes.ROWS_ENV, "0")
+    zs = lm_from(weights)
+    zs.share_passes()
+    evaluate_blocks_of(zs, "zeroshot", 3)
+    first = lm_from(weights)
+    first.share_passes()
+    evaluate_blocks_of(first, "first", 3)
+    assert passes.shared_memo().row_hits == 0 and passes.shared_memo().hits == 0
