@@ -67,6 +67,20 @@ def test_table1_rebuilt_from_the_bundle_is_the_committed_table(clone):
         encoding="utf-8")
 
 
+def test_fig8_rebuilt_from_its_bundle_is_the_committed_table(tmp_path):
+    """The second committed bundle: Fig. 8's six QA runs (60 questions each) give the
+    committed table, its EM, has_answer, intervals, paired tests and flags."""
+    root = tmp_path / "results"
+    bundle = evidence.bundle_path(root, "ralm/fig8")
+    bundle.parent.mkdir(parents=True)
+    shutil.copy(evidence.bundle_path(COMMITTED, "ralm/fig8"), bundle)
+    (md,) = [p for p in results_tables.build("ralm/fig8", root) if p.suffix == ".md"]
+    assert md.read_text(encoding="utf-8") == (COMMITTED / "ralm" / "fig8_table.md").read_text(
+        encoding="utf-8")
+    assert "| 3 | 0.083 [0.017, 0.167] | 0.817 [0.717, 0.900] | 0.967 | 60 |" in md.read_text(
+        encoding="utf-8")
+
+
 def test_a_bundle_never_makes_the_runner_skip_a_run(clone):
     read = runs.experiment_runs(clone, "ralm/table1")
     assert len(read) == 12 and all(r.dir is not None for r in read)
