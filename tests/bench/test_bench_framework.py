@@ -159,3 +159,19 @@ def test_bench_logs_name_the_clone_not_the_machines_folders(tmp_path):
     log.write_text("$ git clone /home/me/ragrepro /tmp/x/ragrepro\nRun -> /tmp/x/ragrepro/results\n")
     table1.name_paths(log, {"/tmp/x/ragrepro": "<clone>", "/home/me/ragrepro": "<repo>"})
     assert log.read_text() == "$ git clone <repo> <clone>\nRun -> <clone>/results\n"
+
+
+def test_work_seconds_sum_the_model_work_bars_at_100_percent_once_each():
+    from benchmarks import table1
+
+    log = ("ralm smollm2-135m none:  28%|██▊       | 16/58 [00:07<00:19,  2.19win/s]\r"
+           "ralm smollm2-135m none: 100%|██████████| 58/58 [00:24<00:00,  2.40win/s]\r"
+           "ralm smollm2-135m none: 100%|██████████| 58/58 [00:24<00:00,  2.38win/s]\n"
+           "label reranker data: 100%|██████████| 15/15 [01:57<00:00,  7.83s/batch]\n"
+           "train reranker: 100%|██████████| 60/60 [1:02:04<00:00, 62.08s/step]\n"
+           "Converting and de-quantizing GGUF tensors...: 100%|█| 272/272 [00:02<00:00]\n"
+           "Loading weights: 100%|██████████| 272/272 [00:00<00:00, 16300.20it/s]\n")
+    # 24 s once (the final refresh repeats the bar), 1:57 = 117 s, 1:02:04 = 3,724 s; the
+    # conversion and the weight loading are not model work
+    assert table1.work_seconds(log) == {"ralm smollm2-135m none": 24,
+                                        "label reranker data": 117, "train reranker": 3724}
