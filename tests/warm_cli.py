@@ -43,14 +43,36 @@ from typing import Any
 FRESH_ENV = "RAGREPRO_TEST_FRESH_CLI"
 # What `python -m ragrepro` imports before its first run: the CLI and the runner (torch).
 WARM_IMPORTS = ("ragrepro.cli", "ragrepro.runner")
+# What a command that loads an embedded model imports besides (about 2 s of a real-model
+# command): transformers' auto classes, the five embedded architectures (SmolLM2 is a Llama,
+# Gemma 3, Qwen2.5, the tiny T5, MiniLM's BERT), the tokenizer backends and the methods'
+# pipelines. Only when the session runs the slow tests (`PRELOAD_MODELS`, set by
+# tests/conftest.py): the fast ones rarely load a model and would pay it per worker.
+MODEL_IMPORTS = (
+    "transformers", "transformers.modeling_utils", "transformers.models.auto.modeling_auto",
+    "transformers.models.auto.tokenization_auto", "transformers.tokenization_utils_tokenizers",
+    "transformers.models.llama.modeling_llama", "transformers.models.gemma3.modeling_gemma3",
+    "transformers.models.gemma.tokenization_gemma", "transformers.models.qwen2.modeling_qwen2",
+    "transformers.models.t5.modeling_t5", "transformers.models.bert.modeling_bert",
+    "ragrepro.models.lm", "ralm.lm_eval", "riches.pipeline", "filco.pipeline")
+PRELOAD_MODELS = False
+# Environment that transformers and huggingface_hub read when imported (offline mode, cache
+# folders, verbosity, the frameworks to use): a command whose value of one of these differs
+# from the server's is run by a fresh interpreter instead (`_import_time_env`).
+IMPORT_TIME_ENV_PREFIXES = ("HF_", "HUGGINGFACE_", "TRANSFORMERS_", "TOKENIZERS_", "USE_",
+                            "XDG_", "TORCH_", "DISABLE_TELEMETRY")
+
+
+def _import_time_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_ENV_PREFIXES)}
 
 
 # -- the server (runs in its own interpreter) ------------------------------------------------
-def _serve(sock_path: str) -> dict[str, Any]:
+def _serve(sock_path: str, models: bool) -> dict[str, Any]:
     """Import, then fork one supervisor per request; returns only in a command's child."""
     import importlib
 
-    for name in WARM_IMPORTS:
+    for name in WARM_IMPORTS + (MODEL_IMPORTS if models else ()):
         importlib.import_module(name)
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(sock_path)
@@ -98,6 +120,7 @@ def _become_command(req: dict[str, Any]) -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
     os.chdir(req["cwd"])
+    server_env = _import_time_env(dict(os.environ))
     os.environ.clear()
     os.environ.update(req["env"])
     if req.get("umask") is not None:
@@ -108,6 +131,10 @@ def _become_command(req: dict[str, Any]) -> None:
         req["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     for src, dst in ((stdin, 0), (out, 1), (err, 2)):
         os.dup2(src, dst)
+    if "transformers" in sys.modules and _import_time_env(req["env"]) != server_env:
+        # transformers was imported with the server's values of these: start afresh, in this
+        # very process (pid, descriptors, cwd and umask already the command's)
+        os.execv(sys.executable, [sys.executable, "-m", "ragrepro", *req["args"]])
     sys.argv = ["-m", *req["args"]]
     sys.path.insert(0, os.getcwd())
     code: int = 0
@@ -138,7 +165,8 @@ class _Server:
     def __init__(self) -> None:
         self.dir = Path(tempfile.mkdtemp(prefix="warm_cli_"))
         self.sock = str(self.dir / "s")
-        self.proc = subprocess.Popen([sys.executable, __file__, self.sock],
+        flags = ["--models"] if PRELOAD_MODELS else []
+        self.proc = subprocess.Popen([sys.executable, __file__, self.sock, *flags],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, cwd=Path(__file__).resolve().parents[1])
         line = self.proc.stdout.readline()
@@ -272,4 +300,4 @@ def run(args: list[str], *, env: dict[str, str] | None = None,
 
 if __name__ == "__main__":
     sys.path.pop(0)  # this file's folder: each command puts its working directory first
-    _become_command(_serve(sys.argv[1]))
+    _become_command(_serve(sys.argv[1], models=sys.argv[2:] == ["--models"]))

@@ -8,6 +8,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import warm_cli
@@ -100,3 +102,50 @@ def test_the_switch_runs_a_fresh_interpreter(tmp_path, monkeypatch):
     assert isinstance(proc, subprocess.Popen)
     out, _ = proc.communicate(timeout=300)
     assert proc.returncode == 0 and "Finished core/smoke/" in out
+
+
+def test_only_sessions_that_keep_the_slow_tests_preload_the_models():
+    from conftest import runs_slow_tests
+
+    assert runs_slow_tests("not exclusive")  # make test
+    assert runs_slow_tests("")
+    assert not runs_slow_tests("not slow and not browser and not cluster and not exclusive")
+    assert not runs_slow_tests("not  slow")
+
+
+def _held_command_line(results, env) -> tuple[list[str], subprocess.CompletedProcess]:
+    """The command line of a smoke run held just before its commit, then the finished run."""
+    release = results / "release"
+    proc = warm_cli.start(CMD, env={**env, "RAGREPRO_FAULT": "sleep_before_commit=120",
+                                    "RAGREPRO_FAULT_RELEASE": str(release)}, cwd=REPO_ROOT)
+    deadline = time.monotonic() + 120
+    while not list((results / "core" / "smoke").glob("tmp_*/samples.jsonl")):
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.05)  # the run has started: any re-execution happened before it
+    cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode().split("\0")
+    release.touch()
+    out, err = proc.communicate(timeout=120)
+    return cmdline, subprocess.CompletedProcess(cmdline, proc.returncode, out, err)
+
+
+@pytest.mark.slow  # the server imports transformers and the embedded architectures
+def test_a_model_preloading_server_runs_a_command_with_other_hf_settings_fresh(tmp_path,
+                                                                              monkeypatch):
+    """transformers reads HF_* when imported: with it preloaded, a command whose HF_* values
+    differ from the server's is re-executed as `python -m ragrepro` (same pid); one with the
+    server's values runs in the forked interpreter."""
+    monkeypatch.setattr(warm_cli, "PRELOAD_MODELS", True)
+    monkeypatch.setattr(warm_cli, "_SERVER", None)  # a server of its own, closed below
+    try:
+        same = _env(tmp_path / "same")
+        line, done = _held_command_line(tmp_path / "same", same)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert any(a.endswith("warm_cli.py") for a in line) and "ragrepro" not in line
+        other = _env(tmp_path / "other", HF_HUB_DISABLE_TELEMETRY="1",
+                     HF_HOME=str(tmp_path / "hf"))
+        line, done = _held_command_line(tmp_path / "other", other)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert line[1:4] == ["-m", "ragrepro", *CMD[:1]]
+        assert _only_row(tmp_path / "other")["run_id"] == _only_row(tmp_path / "same")["run_id"]
+    finally:
+        warm_cli._server().close()
