@@ -245,3 +245,24 @@ def test_root_nodes_keep_their_free_form_keys(composed):
     OmegaConf.update(cfg, "wandb.mode", "sometimes")
     assert config_errors(cfg) == [
         "wandb.mode='sometimes' must be one of online, offline, disabled, auto."]
+
+
+def test_settings_nodes_walks_the_composed_tree_not_its_interpolations():
+    """Found: a settings node (with its path), one in a list, one whose `_target_` is itself
+    interpolated; skipped: a node that is an interpolation of another (found where it lives),
+    a missing value, a target that is not a dataclass."""
+    target = "ralm.settings.RerankerSettings"
+    cfg = OmegaConf.create({
+        "names": {"t": target},
+        "a": {"_target_": target, "inner": {"x": 1}},
+        "alias": "${a}",
+        "lst": [{"_target_": target}, 3],
+        "via": {"_target_": "${names.t}"},
+        "gone": "???",
+        "loader": {"_target_": "ragrepro.models.lm.load_lm"},
+    })
+    found = [(path, cls.__name__) for path, _, cls in settings_nodes(cfg)]
+    assert found == [("a", "RerankerSettings"), ("lst.0", "RerankerSettings"),
+                     ("via", "RerankerSettings")]
+    (_, node, _), *_ = settings_nodes(cfg)
+    assert OmegaConf.is_config(node) and node.inner.x == 1  # the node itself, for its checks
