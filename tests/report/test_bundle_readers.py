@@ -70,13 +70,20 @@ def test_table1_rebuilt_from_the_bundle_is_the_committed_table(clone):
 # every committed bundle and the committed table it ships the evidence of
 BUNDLED_TABLES = {"ralm/fig8": "ralm/fig8_table.md", "riches/main": "riches/main_table.md",
                   "riches/beam": "riches/beam_table.md",
-                  "riches/interleave": "riches/interleave_table.md"}
+                  "riches/interleave": "riches/interleave_table.md",
+                  "riches/keys": "riches/keys_table.md"}
+
+
+FIGURES_TABLE = "ralm/figures.md"  # one table of eight experiments (the test below)
 
 
 def test_every_committed_bundle_backs_a_committed_table():
+    from scripts.ralm_figures import FIGURES
+
     bundles = sorted(str(p.relative_to(COMMITTED / "evidence"))[: -len(".jsonl.gz")]
                      for p in (COMMITTED / "evidence").rglob("*.jsonl.gz"))
-    assert bundles == sorted([*BUNDLED_TABLES, "ralm/table1"])  # Table 1: the test above
+    # Table 1: the test above; the RALM figures: one table of their eight bundles
+    assert bundles == sorted([*BUNDLED_TABLES, "ralm/table1", *FIGURES])
     assert all((COMMITTED / md).is_file() for md in BUNDLED_TABLES.values())
 
 
@@ -95,6 +102,31 @@ def test_a_table_rebuilt_from_its_bundle_alone_is_the_committed_table(experiment
     if experiment == "ralm/fig8":  # one row read off by hand: 3 documents, n = 60 questions
         assert "| 3 | 0.083 [0.017, 0.167] | 0.817 [0.717, 0.900] | 0.967 | 60 |" in \
             md.read_text(encoding="utf-8")
+
+
+def test_the_ralm_figures_rebuilt_from_their_bundles_are_the_committed_table(tmp_path,
+                                                                           monkeypatch):
+    """results/ralm/figures.md (scripts/ralm_figures.py) from the figures' eight bundles and
+    Table 1's (the no-retrieval reference of the figures without their own), no run folder."""
+    from scripts import ralm_figures
+
+    root = tmp_path / "results"
+    for experiment in [*ralm_figures.FIGURES, ralm_figures.REFERENCE_EXPERIMENT]:
+        bundle = evidence.bundle_path(root, experiment)
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(evidence.bundle_path(COMMITTED, experiment), bundle)
+    monkeypatch.setenv("RAGREPRO_RESULTS", str(root))
+    out = tmp_path / "figures.md"
+    ralm_figures.main(["--out", str(out)])
+    assert out.read_text(encoding="utf-8") == (COMMITTED / FIGURES_TABLE).read_text(
+        encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    assert "Not run yet" not in text
+    # every row has its no-retrieval reference: the dense rows' own settings (faiss_index,
+    # faiss_recall_*, ...) are declared retrieval-only in the Table 1 spec
+    assert "no reference run" not in text
+    assert "| fig3: retriever (top-1) | retriever=dense-minilm | smollm2-135m | dense-minilm | - | 9 " \
+        "| 35.74 [27.41, 46.84] | +1.0% [-4.2, +5.4] | 0.734 |" in text
 
 
 def test_a_bundle_never_makes_the_runner_skip_a_run(clone):
