@@ -65,19 +65,13 @@ def _is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def runs_slow_tests(markexpr: str) -> bool:
-    """Whether a session's `-m` expression keeps the slow tests (`make test`), not drops them
-    (`make test-fast`: "not slow and ...")."""
-    return "not slow" not in " ".join(markexpr.split())
-
-
 def pytest_configure(config: pytest.Config) -> None:
     if getattr(config.option, "dist", None) == "loadgroup" and not _is_worker(config):
         os.environ[GROUPS_ENV] = tempfile.mkdtemp(prefix="rr-xdist-groups-")
     import warm_cli
 
     # the slow tests run real-model commands: the warm server imports transformers once
-    warm_cli.PRELOAD_MODELS = runs_slow_tests(config.option.markexpr or "")
+    warm_cli.PRELOAD_MODELS = warm_cli.runs_slow_tests(config.option.markexpr or "")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

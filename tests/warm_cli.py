@@ -56,6 +56,13 @@ MODEL_IMPORTS = (
     "transformers.models.t5.modeling_t5", "transformers.models.bert.modeling_bert",
     "ragrepro.models.lm", "ralm.lm_eval", "riches.pipeline", "filco.pipeline")
 PRELOAD_MODELS = False
+
+
+def runs_slow_tests(markexpr: str) -> bool:
+    """Whether a session's `-m` expression keeps the slow tests (`make test`), not drops them
+    (`make test-fast`: "not slow and ...")."""
+    return "not slow" not in " ".join(markexpr.split())
+
 # Environment that transformers and huggingface_hub read when imported (offline mode, cache
 # folders, verbosity, the frameworks to use): a command whose value of one of these differs
 # from the server's is run by a fresh interpreter instead (`_import_time_env`).

@@ -105,12 +105,11 @@ def test_the_switch_runs_a_fresh_interpreter(tmp_path, monkeypatch):
 
 
 def test_only_sessions_that_keep_the_slow_tests_preload_the_models():
-    from conftest import runs_slow_tests
-
-    assert runs_slow_tests("not exclusive")  # make test
-    assert runs_slow_tests("")
-    assert not runs_slow_tests("not slow and not browser and not cluster and not exclusive")
-    assert not runs_slow_tests("not  slow")
+    assert warm_cli.runs_slow_tests("not exclusive")  # make test
+    assert warm_cli.runs_slow_tests("")
+    assert not warm_cli.runs_slow_tests(
+        "not slow and not browser and not cluster and not exclusive")  # make test-fast
+    assert not warm_cli.runs_slow_tests("not  slow")
 
 
 def _held_command_line(results, env) -> tuple[list[str], subprocess.CompletedProcess]:
