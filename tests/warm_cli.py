@@ -15,6 +15,12 @@ thread pools start clean) and reads no project setting at import: ragrepro reads
 environment (RAGREPRO_RESULTS, RAGREPRO_FAULT, ...) when a command runs (a test in
 tests/core/test_warm_cli.py checks it).
 
+In a session that runs the slow tests the server also imports transformers and the embedded
+architectures (`MODEL_IMPORTS`, about 2 s of every real-model command). transformers and
+huggingface_hub read some environment when imported (HF_HUB_OFFLINE, HF_HOME, ...): a command
+whose values of those differ from the server's re-executes itself as `python -m ragrepro`
+before it runs, so it never sees the server's.
+
 RAGREPRO_TEST_FRESH_CLI=1 makes every call a plain `subprocess` of `python -m ragrepro`
 instead, to check that a test does not depend on the warm start.
 
@@ -62,6 +68,7 @@ def runs_slow_tests(markexpr: str) -> bool:
     """Whether a session's `-m` expression keeps the slow tests (`make test`), not drops them
     (`make test-fast`: "not slow and ...")."""
     return "not slow" not in " ".join(markexpr.split())
+
 
 # Environment that transformers and huggingface_hub read when imported (offline mode, cache
 # folders, verbosity, the frameworks to use): a command whose value of one of these differs
