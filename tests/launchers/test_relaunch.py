@@ -60,7 +60,8 @@ def _assert_every_cell_once_and_whole(results: Path) -> None:
 
 
 def _relaunch_while_running(tmp_path: Path, launcher: list[str], env: dict[str, str],
-                            relaunch_log) -> None:
+                            relaunch_log) -> str:
+    """Checks the relaunch and the end state (above); returns the relaunching sweep's log."""
     results = tmp_path / "results"
     base = results / "core" / "smoke"
     first = warm_cli.start([*SWEEP, *launcher, f"hydra.sweep.dir={tmp_path / 'sweep1'}"],
@@ -92,6 +93,7 @@ def _relaunch_while_running(tmp_path: Path, launcher: list[str], env: dict[str, 
     third = ragrepro([*SWEEP, *launcher, f"hydra.sweep.dir={tmp_path / 'sweep3'}"], env)
     assert "2 cells, 2 already finished (skipped), 0 to run" in third.stdout + third.stderr
     _assert_every_cell_once_and_whole(results)
+    return log
 
 
 def test_slurm_sweep_relaunched_while_running(slurm, tmp_path):
@@ -99,10 +101,12 @@ def test_slurm_sweep_relaunched_while_running(slurm, tmp_path):
         return "".join(p.read_text() for p in (tmp_path / "sweep2").rglob("*_log.*"))
 
     env = _fault_env(tmp_path / "results", tmp_path, SLURM_CONF=str(slurm))
-    _relaunch_while_running(tmp_path, ["hydra/launcher=slurm"], env, job_logs)
+    log = _relaunch_while_running(tmp_path, ["hydra/launcher=slurm"], env, job_logs)
+    assert "job ids" in log  # the relaunched cell went to Slurm as a job
 
 
 def test_ray_sweep_relaunched_while_running(ray_head, tmp_path):
     env = _fault_env(tmp_path / "results", tmp_path)
     launcher = ["hydra/launcher=ray", f"hydra.launcher.ray.init.address={ray_head}"]
-    _relaunch_while_running(tmp_path, launcher, env, lambda log: log)  # workers log here
+    log = _relaunch_while_running(tmp_path, launcher, env, lambda log: log)  # workers log here
+    assert "(_run_job pid=" in log  # the relaunched cell ran in a Ray worker

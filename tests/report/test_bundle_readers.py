@@ -28,14 +28,20 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGREPRO_CACHE", str(tmp_path / "cache"))
 
 
+def fresh_clone_results(root: Path, *experiments: str) -> Path:
+    """A results folder as a fresh clone has it: the experiments' committed bundles, no run
+    folder."""
+    for experiment in experiments:
+        bundle = evidence.bundle_path(root, experiment)
+        bundle.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(evidence.bundle_path(COMMITTED, experiment), bundle)
+    return root
+
+
 @pytest.fixture
 def clone(tmp_path) -> Path:
     """A results folder as a fresh clone has it for Table 1: the bundle, no run folder."""
-    root = tmp_path / "results"
-    bundle = evidence.bundle_path(root, "ralm/table1")
-    bundle.parent.mkdir(parents=True)
-    shutil.copy(TABLE1_BUNDLE, bundle)
-    return root
+    return fresh_clone_results(tmp_path / "results", "ralm/table1")
 
 
 def _samples(capsys, root: Path, *args: str) -> str:
@@ -59,16 +65,9 @@ def test_samples_read_from_the_bundle_print_what_unpacked_folders_print(clone, t
     assert not (clone / "ralm" / "table1").exists()  # nothing unpacked into results/
 
 
-def test_table1_rebuilt_from_the_bundle_is_the_committed_table(clone):
-    paths = results_tables.build("ralm/table1", clone)
-    md = clone / "ralm" / "table1.md"
-    assert md in paths
-    assert md.read_text(encoding="utf-8") == (COMMITTED / "ralm" / "table1.md").read_text(
-        encoding="utf-8")
-
-
 # every committed bundle and the committed table it ships the evidence of
-BUNDLED_TABLES = {"ralm/fig8": "ralm/fig8_table.md", "riches/main": "riches/main_table.md",
+BUNDLED_TABLES = {"ralm/table1": "ralm/table1.md", "ralm/fig8": "ralm/fig8_table.md",
+                  "riches/main": "riches/main_table.md",
                   "riches/beam": "riches/beam_table.md",
                   "riches/interleave": "riches/interleave_table.md",
                   "riches/keys": "riches/keys_table.md"}
@@ -82,8 +81,8 @@ def test_every_committed_bundle_backs_a_committed_table():
 
     bundles = sorted(str(p.relative_to(COMMITTED / "evidence"))[: -len(".jsonl.gz")]
                      for p in (COMMITTED / "evidence").rglob("*.jsonl.gz"))
-    # Table 1: the test above; the RALM figures: one table of their eight bundles
-    assert bundles == sorted([*BUNDLED_TABLES, "ralm/table1", *FIGURES])
+    # the RALM figures: one table of their eight bundles (the test below)
+    assert bundles == sorted([*BUNDLED_TABLES, *FIGURES])
     assert all((COMMITTED / md).is_file() for md in BUNDLED_TABLES.values())
 
 
@@ -91,10 +90,7 @@ def test_every_committed_bundle_backs_a_committed_table():
 def test_a_table_rebuilt_from_its_bundle_alone_is_the_committed_table(experiment, tmp_path):
     """A fresh clone's results folder: the bundle, no run folder; the table built from it is
     the committed file byte for byte (numbers, intervals, paired tests, flags, settings)."""
-    root = tmp_path / "results"
-    bundle = evidence.bundle_path(root, experiment)
-    bundle.parent.mkdir(parents=True)
-    shutil.copy(evidence.bundle_path(COMMITTED, experiment), bundle)
+    root = fresh_clone_results(tmp_path / "results", experiment)
     (md,) = [p for p in results_tables.build(experiment, root) if p.suffix == ".md"]
     assert md.relative_to(root).as_posix() == BUNDLED_TABLES[experiment]
     assert md.read_text(encoding="utf-8") == (COMMITTED / BUNDLED_TABLES[experiment]).read_text(
@@ -110,17 +106,13 @@ def test_the_ralm_figures_rebuilt_from_their_bundles_are_the_committed_table(tmp
     Table 1's (the no-retrieval reference of the figures without their own), no run folder."""
     from scripts import ralm_figures
 
-    root = tmp_path / "results"
-    for experiment in [*ralm_figures.FIGURES, ralm_figures.REFERENCE_EXPERIMENT]:
-        bundle = evidence.bundle_path(root, experiment)
-        bundle.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(evidence.bundle_path(COMMITTED, experiment), bundle)
+    root = fresh_clone_results(tmp_path / "results", *ralm_figures.FIGURES,
+                               ralm_figures.REFERENCE_EXPERIMENT)
     monkeypatch.setenv("RAGREPRO_RESULTS", str(root))
     out = tmp_path / "figures.md"
     ralm_figures.main(["--out", str(out)])
-    assert out.read_text(encoding="utf-8") == (COMMITTED / FIGURES_TABLE).read_text(
-        encoding="utf-8")
     text = out.read_text(encoding="utf-8")
+    assert text == (COMMITTED / FIGURES_TABLE).read_text(encoding="utf-8")
     assert "Not run yet" not in text
     # every row has its no-retrieval reference: the dense rows' own settings (faiss_index,
     # faiss_recall_*, ...) are declared retrieval-only in the Table 1 spec
