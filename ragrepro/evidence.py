@@ -2,6 +2,7 @@
 
     ragrepro evidence pack ralm/table1      # results/evidence/ralm/table1.jsonl.gz
     ragrepro evidence unpack ralm/table1 --results-dir DIR
+    ragrepro evidence status [--write]      # what backs each committed table (manifest.yaml)
 
 A bundle is one gzip'd JSON-lines file: a header line, then one line per finished run of the
 experiment holding the text of its run files (metrics.json with its settings and metadata,
@@ -213,18 +214,45 @@ def _stamp(run_dir: Path) -> None:
         os.utime(run_dir / "metrics.json", (done, done))
 
 
+def status(results: Path, write: bool = False) -> int:
+    """Print what backs each committed table (results/evidence/manifest.yaml) and what the
+    manifest and the files disagree on; 2 when they disagree. write: also write the page to
+    results/evidence/status.md (committed; docs/report.md includes its table)."""
+    from . import evidence_manifest  # imports this module: here, not at the top
+
+    try:
+        entries = evidence_manifest.load(results)
+    except RagreproError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    text = evidence_manifest.render(entries, results)
+    sys.stdout.write(text)
+    if write:
+        atomic_write_text(Path(results) / evidence_manifest.STATUS, text)
+    found = evidence_manifest.problems(results, entries)
+    for problem in found:
+        sys.stderr.write(f"error: {problem}\n")
+    return 2 if found else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="ragrepro evidence",
                                  description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("pack", "unpack"))
-    ap.add_argument("experiments", nargs="+", help="e.g. ralm/table1")
+    ap.add_argument("action", choices=("pack", "unpack", "status"))
+    ap.add_argument("experiments", nargs="*", help="e.g. ralm/table1 (pack, unpack)")
     ap.add_argument("--results-dir", type=Path, default=None,
                     help="where the runs are (pack) or go (unpack); default results/")
     ap.add_argument("--bundles", type=Path, default=None,
                     help="the bundles' root (default: results/ of this checkout)")
+    ap.add_argument("--write", action="store_true",
+                    help="status: also write results/evidence/status.md")
     args = ap.parse_args(list(argv) if argv is not None else None)
     root = args.results_dir or results_dir()
     bundles = args.bundles or results_dir()
+    if args.action == "status":
+        return status(bundles, args.write)
+    if not args.experiments:
+        ap.error(f"{args.action} needs at least one experiment (e.g. ralm/table1)")
     try:
         for experiment in args.experiments:
             if args.action == "pack":

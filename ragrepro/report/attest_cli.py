@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import evidence_manifest
 from ..attest import ATTESTATION, ATTESTATION_LENGTH, Attested, of_run
 from ..errors import ConfigError, did_you_mean
 from ..paths import results_dir
@@ -118,7 +119,8 @@ def finished_runs(root: Path, experiment: str, prefixes: Sequence[str]) -> list[
         known = sorted({r.experiment for r in load_runs(root)})
         raise ConfigError(f"No finished run of experiment {experiment!r} under {root}."
                           f"{did_you_mean(experiment, known)} Experiments with runs: "
-                          f"{', '.join(known) or '(none)'}.")
+                          f"{', '.join(known) or '(none)'}."
+                          f"{evidence_manifest.pending_note(root, experiment)}")
     return select_prefixes(runs, prefixes, experiment)
 
 

@@ -22,6 +22,7 @@ import logging
 import sys
 from pathlib import Path
 
+from .. import evidence_manifest
 from ..configcheck import check_overrides
 from ..errors import ConfigError, DataError, did_you_mean
 from ..paths import results_dir
@@ -45,7 +46,16 @@ def build(name: str, root: Path | None = None, experiment: str | None = None,
         spec = spec_for_experiment(name)
         experiment = experiment or name
     experiment = experiment or name
-    return layout_module(spec["layout"]).write_layout(spec, root, experiment, st, paper_scale)
+    try:
+        return layout_module(spec["layout"]).write_layout(spec, root, experiment, st,
+                                                          paper_scale)
+    except DataError as e:
+        # no runs: say what the evidence manifest knows of the committed table (the
+        # layouts' own messages say how to run the experiment)
+        note = evidence_manifest.pending_note(root, experiment)
+        if not note:
+            raise
+        raise DataError(f"{e}{note}") from e
 
 
 def has_results_table(name: str) -> bool:

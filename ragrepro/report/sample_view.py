@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from .. import attest
+from .. import attest, evidence_manifest
 from ..errors import ConfigError, did_you_mean
 from ..generation import finish_reasons
 from ..methods import MethodProfile, registered
@@ -201,15 +201,17 @@ def _same(value: Any, wanted: str) -> bool:
 
 
 def select_runs(runs: Sequence[RunRecord], experiment: str, run_prefix: str | None,
-                where: Mapping[str, str]) -> list[RunRecord]:
+                where: Mapping[str, str], root: Path | None = None) -> list[RunRecord]:
     """The experiment's finished runs (with a folder) matching the id prefix and every
-    key=value; a key no run of the experiment has is refused with the known keys."""
+    key=value; a key no run of the experiment has is refused with the known keys (and, given
+    the results root, what the evidence manifest says of the experiment's committed table)."""
     mine = [r for r in runs if r.experiment == experiment and r.dir is not None]
     if not mine:
         known = sorted({r.experiment for r in runs})
+        note = evidence_manifest.pending_note(root, experiment) if root is not None else ""
         raise ConfigError(f"No finished run of experiment {experiment!r}."
                           f"{did_you_mean(experiment, known)} Experiments with "
-                          f"runs: {', '.join(known) or '(none)'}.")
+                          f"runs: {', '.join(known) or '(none)'}.{note}")
     settings = {r.run_id: run_settings(r) for r in mine}
     for key in where:
         if not any(key in s for s in settings.values()):
@@ -242,7 +244,7 @@ def render(root: Path, experiment: str, where: Mapping[str, str], flt: Filters,
     cfg = cfg or load_view_config()
     # only this experiment's bundle is unpacked; every run, for the did-you-mean, when none
     runs = select_runs(load_runs(root, experiment) or load_runs(root), experiment, run_prefix,
-                       where)
+                       where, root)
     if not runs:
         raise ConfigError(f"No run of {experiment} matches "
                           f"{run_prefix or ''} {dict(where) or ''}".rstrip() + ".")

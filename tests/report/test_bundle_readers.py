@@ -5,6 +5,7 @@ local runs win; a bundle never makes the runner skip a run."""
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 from pathlib import Path
 
@@ -70,20 +71,32 @@ BUNDLED_TABLES = {"ralm/table1": "ralm/table1.md", "ralm/fig8": "ralm/fig8_table
                   "riches/main": "riches/main_table.md",
                   "riches/beam": "riches/beam_table.md",
                   "riches/interleave": "riches/interleave_table.md",
-                  "riches/keys": "riches/keys_table.md"}
+                  "riches/keys": "riches/keys_table.md",
+                  "riches/main_ladder": "riches/main_ladder_table.md"}
 
 
 FIGURES_TABLE = "ralm/figures.md"  # one table of eight experiments (the test below)
 
 
-def test_every_committed_bundle_backs_a_committed_table():
-    from scripts.ralm_figures import FIGURES
+# committed tables built from several bundles, or written elsewhere than their spec writes
+# them, each with its own rebuild test below
+OTHER_REBUILDS = {FIGURES_TABLE: None,  # its bundles: scripts.ralm_figures
+                  "ladder/table1_ladder.md": ("ralm/table1_ladder",),
+                  "ladder/fig4_wiki-vital.md": ("ralm/table1", "ralm/table1_ladder")}
 
-    bundles = sorted(str(p.relative_to(COMMITTED / "evidence"))[: -len(".jsonl.gz")]
-                     for p in (COMMITTED / "evidence").rglob("*.jsonl.gz"))
-    # the RALM figures: one table of their eight bundles (the test below)
-    assert bundles == sorted([*BUNDLED_TABLES, *FIGURES])
-    assert all((COMMITTED / md).is_file() for md in BUNDLED_TABLES.values())
+
+def test_every_bundle_table_of_the_manifest_has_a_rebuild_test():
+    """results/evidence/manifest.yaml (ragrepro.evidence_manifest) is whole, and every table
+    it says is rebuilt from bundles is rebuilt by a test of this file, from those bundles."""
+    from ragrepro import evidence_manifest
+    from scripts.ralm_figures import FIGURES, REFERENCE_EXPERIMENT
+
+    entries = evidence_manifest.load(COMMITTED)
+    assert evidence_manifest.problems(COMMITTED, entries) == []
+    listed = {e.table: e.bundles for e in entries if e.kind == "bundles"}
+    tested = {md: (exp,) for exp, md in BUNDLED_TABLES.items()}
+    tested.update({md: b or (*FIGURES, REFERENCE_EXPERIMENT) for md, b in OTHER_REBUILDS.items()})
+    assert {t: sorted(b) for t, b in listed.items()} == {t: sorted(b) for t, b in tested.items()}
 
 
 @pytest.mark.parametrize("experiment", sorted(BUNDLED_TABLES))
@@ -119,6 +132,32 @@ def test_the_ralm_figures_rebuilt_from_their_bundles_are_the_committed_table(tmp
     assert "no reference run" not in text
     assert "| fig3: retriever (top-1) | retriever=dense-minilm | smollm2-135m | dense-minilm | - | 9 " \
         "| 35.74 [27.41, 46.84] | +1.0% [-4.2, +5.4] | 0.734 |" in text
+
+
+def test_the_ladder_tables_rebuilt_from_their_bundles_are_the_committed_files(tmp_path,
+                                                                           monkeypatch):
+    """results/ladder/table1_ladder.md and its summary CSV (`ragrepro table ralm/table1
+    --experiment ralm/table1_ladder`, written as results/ralm/table1_ladder.*), and Fig. 4 on
+    wiki-vital (scripts.fig4_ladder: Table 1's runs and the ladder's), from the bundles alone."""
+    from scripts import fig4_ladder
+
+    root = fresh_clone_results(tmp_path / "results", "ralm/table1", "ralm/table1_ladder")
+    written = {p.relative_to(root).as_posix()
+               for p in results_tables.build("ralm/table1_ladder", root)}
+    assert written == {"ralm/table1_ladder.md", "ralm/table1_ladder_summary.csv"}
+    for name in ("table1_ladder.md", "table1_ladder_summary.csv"):
+        assert (root / "ralm" / name).read_text(encoding="utf-8") == \
+            (COMMITTED / "ladder" / name).read_text(encoding="utf-8")
+    # one row against the formula: the 1.5B without retrieval, PPL = exp(NLL sum / words)
+    (base,) = [r for r in runs.experiment_runs(root, "ralm/table1_ladder")
+               if r.text["model"] == "qwen2.5-coder-1.5b" and r.text["rerank"] == "none"]
+    ppl = math.exp(base.metrics["nll_sum"] / base.metrics["n_words"])
+    assert f"| qwen2.5-coder-1.5b | - | - | 9; 1162 | {ppl:.2f} [" in \
+        (root / "ralm" / "table1_ladder.md").read_text(encoding="utf-8")
+    monkeypatch.setenv("RAGREPRO_RESULTS", str(root))
+    fig4_ladder.main([])
+    assert (root / "ladder" / "fig4_wiki-vital.md").read_text(encoding="utf-8") == \
+        (COMMITTED / "ladder" / "fig4_wiki-vital.md").read_text(encoding="utf-8")
 
 
 def test_a_bundle_never_makes_the_runner_skip_a_run(clone):
