@@ -19,6 +19,7 @@ from ragrepro.report import results_tables, runs, sample_view
 from ragrepro.report.build import build_report
 from ragrepro.runner import run_for
 from ragrepro.tracking import Run
+from scripts import fig4_ladder
 
 COMMITTED = REPO_ROOT / "results"
 TABLE1_BUNDLE = evidence.bundle_path(COMMITTED, "ralm/table1")
@@ -78,11 +79,17 @@ BUNDLED_TABLES = {"ralm/table1": "ralm/table1.md", "ralm/fig8": "ralm/fig8_table
 FIGURES_TABLE = "ralm/figures.md"  # one table of eight experiments (the test below)
 
 
+# the Table 1 experiments whose tables are committed under results/ladder/ (the spec writes
+# them as results/ralm/<name>.md and _summary.csv)
+LADDER_COPIES = ("ralm/table1_ladder",)
+LADDER_CORPORA = ("wiki-vital",)  # scripts.fig4_ladder's corpora whose runs all ship
+
+
 # committed tables built from several bundles, or written elsewhere than their spec writes
 # them, each with its own rebuild test below
 OTHER_REBUILDS = {FIGURES_TABLE: None,  # its bundles: scripts.ralm_figures
-                  "ladder/table1_ladder.md": ("ralm/table1_ladder",),
-                  "ladder/fig4_wiki-vital.md": ("ralm/table1", "ralm/table1_ladder")}
+                  **{f"ladder/{e.split('/')[1]}.md": (e,) for e in LADDER_COPIES},
+                  **{f"ladder/fig4_{c}.md": fig4_ladder.EXPERIMENTS[c] for c in LADDER_CORPORA}}
 
 
 def test_every_bundle_table_of_the_manifest_has_a_rebuild_test():
@@ -134,30 +141,33 @@ def test_the_ralm_figures_rebuilt_from_their_bundles_are_the_committed_table(tmp
         "| 35.74 [27.41, 46.84] | +1.0% [-4.2, +5.4] | 0.734 |" in text
 
 
-def test_the_ladder_tables_rebuilt_from_their_bundles_are_the_committed_files(tmp_path,
+@pytest.mark.parametrize("corpus", LADDER_CORPORA)
+def test_the_ladder_tables_rebuilt_from_their_bundles_are_the_committed_files(corpus, tmp_path,
                                                                            monkeypatch):
-    """results/ladder/table1_ladder.md and its summary CSV (`ragrepro table ralm/table1
-    --experiment ralm/table1_ladder`, written as results/ralm/table1_ladder.*), and Fig. 4 on
-    wiki-vital (scripts.fig4_ladder: Table 1's runs and the ladder's), from the bundles alone."""
-    from scripts import fig4_ladder
-
-    root = fresh_clone_results(tmp_path / "results", "ralm/table1", "ralm/table1_ladder")
-    written = {p.relative_to(root).as_posix()
-               for p in results_tables.build("ralm/table1_ladder", root)}
-    assert written == {"ralm/table1_ladder.md", "ralm/table1_ladder_summary.csv"}
-    for name in ("table1_ladder.md", "table1_ladder_summary.csv"):
-        assert (root / "ralm" / name).read_text(encoding="utf-8") == \
-            (COMMITTED / "ladder" / name).read_text(encoding="utf-8")
-    # one row against the formula: the 1.5B without retrieval, PPL = exp(NLL sum / words)
-    (base,) = [r for r in runs.experiment_runs(root, "ralm/table1_ladder")
-               if r.text["model"] == "qwen2.5-coder-1.5b" and r.text["rerank"] == "none"]
-    ppl = math.exp(base.metrics["nll_sum"] / base.metrics["n_words"])
-    assert f"| qwen2.5-coder-1.5b | - | - | 9; 1162 | {ppl:.2f} [" in \
-        (root / "ralm" / "table1_ladder.md").read_text(encoding="utf-8")
+    """The corpus's Table 1 tables committed under results/ladder/ (`ragrepro table ralm/table1
+    --experiment <exp>`: the table and its summary CSV) and its Fig. 4 (scripts.fig4_ladder:
+    both Table 1 experiments of the corpus), from the bundles alone."""
+    experiments = fig4_ladder.EXPERIMENTS[corpus]
+    root = fresh_clone_results(tmp_path / "results", *experiments)
+    for experiment in (e for e in experiments if e in LADDER_COPIES):
+        stem = experiment.split("/")[1]
+        written = {p.relative_to(root).as_posix()
+                   for p in results_tables.build(experiment, root)}
+        assert written == {f"ralm/{stem}.md", f"ralm/{stem}_summary.csv"}
+        for name in (f"{stem}.md", f"{stem}_summary.csv"):
+            assert (root / "ralm" / name).read_text(encoding="utf-8") == \
+                (COMMITTED / "ladder" / name).read_text(encoding="utf-8")
+        # one row against the formula: the 1.5B without retrieval, PPL = exp(NLL sum / words)
+        (base,) = [r for r in runs.experiment_runs(root, experiment)
+                   if r.text["model"] == "qwen2.5-coder-1.5b" and r.text["rerank"] == "none"]
+        ppl = math.exp(base.metrics["nll_sum"] / base.metrics["n_words"])
+        table = (root / "ralm" / f"{stem}.md").read_text(encoding="utf-8").splitlines()
+        (line,) = [t for t in table if t.startswith("| qwen2.5-coder-1.5b | - | - | ")]
+        assert f" | {ppl:.2f} [" in line
     monkeypatch.setenv("RAGREPRO_RESULTS", str(root))
-    fig4_ladder.main([])
-    assert (root / "ladder" / "fig4_wiki-vital.md").read_text(encoding="utf-8") == \
-        (COMMITTED / "ladder" / "fig4_wiki-vital.md").read_text(encoding="utf-8")
+    fig4_ladder.main(["--corpus", corpus])
+    assert (root / "ladder" / f"fig4_{corpus}.md").read_text(encoding="utf-8") == \
+        (COMMITTED / "ladder" / f"fig4_{corpus}.md").read_text(encoding="utf-8")
 
 
 def test_a_bundle_never_makes_the_runner_skip_a_run(clone):
