@@ -30,7 +30,7 @@ SUBCOMMANDS = {
     "check": "ragrepro.results_check:main",   # the results folder against itself; --repair
     "judge": "ragrepro.metrics.judging:main",   # fill in a deferred attribution judge
     "verify": "ragrepro.verify:main",   # a rebuilt table against the committed one, per cell
-    "evidence": "ragrepro.evidence:main",   # pack/unpack the runs behind a committed table
+    "evidence": "ragrepro.evidence_cli:main",   # pack/unpack the runs behind a committed table
     "shards": "ragrepro.shards:main",   # merge (or list) the parts of runs split by shard=i/n
     "rescore": "ragrepro.rescore:main",   # metrics recomputed from saved samples, no model
     "attest": "ragrepro.report.attest_cli:main",   # each run's hash of its per-sample outputs; --check

@@ -2,7 +2,7 @@
 
     ragrepro evidence pack ralm/table1      # results/evidence/ralm/table1.jsonl.gz
     ragrepro evidence unpack ralm/table1 --results-dir DIR
-    ragrepro evidence status [--write]      # what backs each committed table (manifest.yaml)
+    (the command line: ragrepro.evidence_cli)
 
 A bundle is one gzip'd JSON-lines file: a header line, then one line per finished run of the
 experiment holding the text of its run files (metrics.json with its settings and metadata,
@@ -21,7 +21,6 @@ where a finished folder would make the runner skip the run.
 """
 from __future__ import annotations
 
-import argparse
 import gzip
 import hashlib
 import io
@@ -29,14 +28,12 @@ import json
 import logging
 import os
 import shutil
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import DataError, RagreproError
+from .errors import DataError
 from .io import atomic_write_text
-from .paths import REPO_ROOT, cache_dir, results_dir
+from .paths import REPO_ROOT, cache_dir
 from .tracking import Run, append_csv_row, folder_row
 
 log = logging.getLogger(__name__)
@@ -212,59 +209,3 @@ def _stamp(run_dir: Path) -> None:
     if isinstance(started, (int, float)):
         done = float(started) + sum(float(v) for v in (data.get("timings_s") or {}).values())
         os.utime(run_dir / "metrics.json", (done, done))
-
-
-def status(results: Path, write: bool = False) -> int:
-    """Print what backs each committed table (results/evidence/manifest.yaml) and what the
-    manifest and the files disagree on; 2 when they disagree. write: also write the page to
-    results/evidence/status.md (committed; docs/report.md includes its table)."""
-    from . import evidence_manifest  # imports this module: here, not at the top
-
-    try:
-        entries = evidence_manifest.load(results)
-    except RagreproError as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 2
-    text = evidence_manifest.render(entries, results)
-    sys.stdout.write(text)
-    if write:
-        atomic_write_text(Path(results) / evidence_manifest.STATUS, text)
-    found = evidence_manifest.problems(results, entries)
-    for problem in found:
-        sys.stderr.write(f"error: {problem}\n")
-    return 2 if found else 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="ragrepro evidence",
-                                 description=__doc__.splitlines()[0])
-    ap.add_argument("action", choices=("pack", "unpack", "status"))
-    ap.add_argument("experiments", nargs="*", help="e.g. ralm/table1 (pack, unpack)")
-    ap.add_argument("--results-dir", type=Path, default=None,
-                    help="where the runs are (pack) or go (unpack); default results/")
-    ap.add_argument("--bundles", type=Path, default=None,
-                    help="the bundles' root (default: results/ of this checkout)")
-    ap.add_argument("--write", action="store_true",
-                    help="status: also write results/evidence/status.md")
-    args = ap.parse_args(list(argv) if argv is not None else None)
-    root = args.results_dir or results_dir()
-    bundles = args.bundles or results_dir()
-    if args.action == "status":
-        return status(bundles, args.write)
-    if not args.experiments:
-        ap.error(f"{args.action} needs at least one experiment (e.g. ralm/table1)")
-    try:
-        for experiment in args.experiments:
-            if args.action == "pack":
-                pack(root, experiment, bundle_path(bundles, experiment))
-            else:
-                dirs = unpack(bundle_path(bundles, experiment), root)
-                log.info("Unpacked %d runs of %s under %s", len(dirs), experiment, root)
-    except RagreproError as e:
-        sys.stderr.write(f"error: {e}\n")
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

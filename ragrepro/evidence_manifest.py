@@ -16,6 +16,7 @@ manifest is data beside the committed results.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,8 +24,9 @@ from typing import Any
 
 import yaml
 
-from .errors import DataError
+from .errors import DataError, RagreproError
 from .evidence import bundle_path, bundles
+from .io import atomic_write_text
 
 MANIFEST = Path("evidence") / "manifest.yaml"
 KINDS = ("bundles", "inputs", "pending")
@@ -180,3 +182,22 @@ def render(entries: list[Entry], results: Path) -> str:
                f"{total:.2f} MB in all.")
     lines += ["", summary]
     return "\n".join(lines) + "\n"
+
+
+def status(results: Path, write: bool = False) -> int:
+    """Print what backs each committed table and what the manifest and the files disagree
+    on; 2 when they disagree. write: also write the page to results/evidence/status.md
+    (committed; docs/report.md includes its table)."""
+    try:
+        entries = load(results)
+    except RagreproError as e:
+        sys.stderr.write(f"error: {e}\n")
+        return 2
+    text = render(entries, results)
+    sys.stdout.write(text)
+    if write:
+        atomic_write_text(Path(results) / STATUS, text)
+    found = problems(results, entries)
+    for problem in found:
+        sys.stderr.write(f"error: {problem}\n")
+    return 2 if found else 0

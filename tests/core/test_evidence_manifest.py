@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ragrepro import evidence, evidence_manifest
+from ragrepro import evidence, evidence_cli, evidence_manifest
 from ragrepro.cli import user_errors_exit_2
 from ragrepro.errors import ConfigError, DataError
 from ragrepro.report import attest_cli, sample_view
@@ -109,7 +109,7 @@ def test_a_damaged_or_missing_manifest_is_refused_by_name(results):
 
 def test_status_prints_the_table_and_exits_2_on_a_problem(results, capsys):
     evidence.bundle_path(results, "x/a").write_bytes(b"x" * 250_000)  # 0.25 MB
-    assert evidence.main(["status", "--bundles", str(results), "--write"]) == 0
+    assert evidence_cli.main(["status", "--bundles", str(results), "--write"]) == 0
     out = capsys.readouterr().out
     assert "| x/a.md | bundles: x/a | 0.25 | ragrepro table x/a |" in out
     assert ("| c/c_table.md | no evidence (c/exp): its runs were not packed |  | "
@@ -118,13 +118,13 @@ def test_status_prints_the_table_and_exits_2_on_a_problem(results, capsys):
                         "with their inputs, 1 without evidence. 1 bundles, 0.25 MB in all.\n")
     assert (results / "evidence" / "status.md").read_text(encoding="utf-8") == out
     (results / "b.csv").unlink()
-    assert evidence.main(["status", "--bundles", str(results)]) == 2
+    assert evidence_cli.main(["status", "--bundles", str(results)]) == 2
     assert capsys.readouterr().err == "error: b.md: its input b.csv is missing\n"
 
 
 def test_pack_without_an_experiment_is_refused(capsys):
     with pytest.raises(SystemExit) as e:
-        evidence.main(["pack"])
+        evidence_cli.main(["pack"])
     assert e.value.code == 2
     assert "pack needs at least one experiment" in capsys.readouterr().err
 
