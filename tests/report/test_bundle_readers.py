@@ -19,7 +19,7 @@ from ragrepro.report import results_tables, runs, sample_view
 from ragrepro.report.build import build_report
 from ragrepro.runner import run_for
 from ragrepro.tracking import Run
-from scripts import fig4_ladder
+from scripts import dtype_table, fig4_ladder
 
 COMMITTED = REPO_ROOT / "results"
 TABLE1_BUNDLE = evidence.bundle_path(COMMITTED, "ralm/table1")
@@ -77,6 +77,7 @@ BUNDLED_TABLES = {"ralm/table1": "ralm/table1.md", "ralm/fig8": "ralm/fig8_table
 
 
 FIGURES_TABLE = "ralm/figures.md"  # one table of eight experiments (the test below)
+DTYPE_TABLE = "ladder/dtype.md"    # scripts.dtype_table: two runs of two experiments
 
 
 # the Table 1 experiments whose tables are committed under results/ladder/ (the spec writes
@@ -88,6 +89,7 @@ LADDER_CORPORA = ("wiki-vital",)  # scripts.fig4_ladder's corpora whose runs all
 # committed tables built from several bundles, or written elsewhere than their spec writes
 # them, each with its own rebuild test below
 OTHER_REBUILDS = {FIGURES_TABLE: None,  # its bundles: scripts.ralm_figures
+                  DTYPE_TABLE: tuple(dtype_table.EXPERIMENTS.values()),
                   **{f"ladder/{e.split('/')[1]}.md": (e,) for e in LADDER_COPIES},
                   **{f"ladder/fig4_{c}.md": fig4_ladder.EXPERIMENTS[c] for c in LADDER_CORPORA}}
 
@@ -139,6 +141,19 @@ def test_the_ralm_figures_rebuilt_from_their_bundles_are_the_committed_table(tmp
     assert "no reference run" not in text
     assert "| fig3: retriever (top-1) | retriever=dense-minilm | smollm2-135m | dense-minilm | - | 9 " \
         "| 35.74 [27.41, 46.84] | +1.0% [-4.2, +5.4] | 0.734 |" in text
+
+
+def test_the_dtype_table_rebuilt_from_its_bundles_is_the_committed_file(tmp_path):
+    """results/ladder/dtype.md (scripts.dtype_table) from the float32 and bfloat16 runs'
+    bundles alone; its float32 perplexity is exp(NLL sum / words) of the bundled run."""
+    root = fresh_clone_results(tmp_path / "results", *dtype_table.EXPERIMENTS.values())
+    assert dtype_table.main(["--results", str(root)]) == 0
+    text = (root / DTYPE_TABLE).read_text(encoding="utf-8")
+    assert text == (COMMITTED / DTYPE_TABLE).read_text(encoding="utf-8")
+    (f32,) = runs.experiment_runs(root, dtype_table.EXPERIMENTS["float32"])
+    assert f32.settings["dtype"] == "float32"
+    ppl = math.exp(f32.metrics["nll_sum"] / f32.metrics["n_words"])
+    assert f"| float32 | {ppl:.2f} [" in text
 
 
 @pytest.mark.parametrize("corpus", LADDER_CORPORA)
