@@ -76,9 +76,11 @@ def _machine_lines() -> list[str]:
 
 
 
-def section(result: BenchResult, seconds: float) -> list[str]:
-    out = [f"## {result.name}", "", (f"(ran in {seconds:.0f} s, load average "
-                                    f"{load_average():.1f} at the end)"), ""]
+def section(result: BenchResult, seconds: float, cpu: str | None = None) -> list[str]:
+    """A benchmark's README section. It names the CPU it ran on: sections of earlier runs are
+    kept beside newer ones, and the Machine section describes only the newest run's machine."""
+    out = [f"## {result.name}", "", (f"(ran in {seconds:.0f} s on {cpu or cpu_model()}, load "
+                                    f"average {load_average():.1f} at the end)"), ""]
     if result.summary:
         out += result.summary + [""]
     if result.targets:
@@ -141,7 +143,10 @@ def main(argv: list[str] | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     readme = out_dir / "README.md"
     head = ["# Benchmarks", "", (f"Measured {time.strftime('%Y-%m-%d %H:%M %Z')} by `make bench` "
-            f"({', '.join(names)})."), "", "## Machine", "", *_machine_lines(), ""]
+            f"({', '.join(names)})."), "", "## Machine", "",
+            ("The machine of this invocation; every section below names the CPU it ran on "
+             "(sections from before 2026-12-06 did not, and may come from another machine)."),
+            "", *_machine_lines(), ""]
     done: dict[str, list[str]] = {}
 
     def write() -> None:

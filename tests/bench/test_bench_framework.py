@@ -66,8 +66,8 @@ def test_write_csv_unions_columns(tmp_path):
 
 def test_section_marks_missed_targets():
     res = BenchResult("demo", [], ["some figure"], [("fast", True, "5x"), ("small", False, "9 B")])
-    text = "\n".join(bench.section(res, 12.0))
-    assert text.startswith("## demo")
+    text = "\n".join(bench.section(res, 12.0, cpu="Some CPU"))
+    assert text.startswith("## demo\n\n(ran in 12 s on Some CPU, load average ")
     assert "| fast | yes | 5x |" in text and "| small | **no** | 9 B |" in text
 
 
