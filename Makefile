@@ -77,7 +77,9 @@ verify: setup
 	$(VENV)/bin/ragrepro verify $(VERIFY_TABLES) $(foreach e,$(VERIFY_RUNS),--runs $(e))
 
 # Learning curve of the mini predictive reranker (docs/ralm.md): labels are cached and reused,
-# finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold).
+# finished sizes skipped; writes results/ralm/reranker_curve.csv and .md (about 1 h cold) and the
+# per-example evidence results/ralm/reranker_curve_heldout.jsonl.gz, from which
+# `python -m scripts.reranker_curve --from-evidence` rebuilds the .csv and .md without a model.
 RERANKER_SIZES ?= 100,300,600,1000
 reranker-curve: setup
 	OMP_NUM_THREADS=1 $(PY) -m scripts.reranker_curve --sizes $(RERANKER_SIZES)

@@ -1,6 +1,7 @@
 """Learning curve of the mini predictive reranker (issue 17 item 6; Ram et al. §6.2).
 
     python -m scripts.reranker_curve --sizes 100,300,1000     (or `make reranker-curve`)
+    python -m scripts.reranker_curve --from-evidence          (rebuild .csv and .md, no model)
 
 Training data are wiki-vital corpus leads, labelled exactly as the harness labels them
 (`ralm.reranker.make_examples`: sampled boundaries, BM25 top-k with the text's own article
@@ -21,24 +22,47 @@ evaluated on the held-out set; one CSV row per n, written as soon as it is done 
 finished rows). Reported with 95% bootstrap CIs over held-out examples (ragrepro.stats): top-1
 agreement with the LM's best document (trained, untrained, zero-shot, BM25-first), the chance
 rate 1/k, the held-out Eq. 9 loss, and the paired difference trained - zero-shot.
+
+Evidence: with each CSV row, one line goes to a gzip'd JSON-lines file beside the CSV,
+`<csv stem>_heldout.jsonl.gz` (results/ralm/reranker_curve_heldout.jsonl.gz): a header
+{"format": "ragrepro-reranker-curve", "version": 1}, then per n its n_train, steps, epochs,
+train_s, label_s_per_example and, per held-out example, the LM's stride log-likelihoods, the
+zero-shot, trained and untrained scores (k each) and the trained and untrained Eq. 9 losses:
+every input of `summarise`. The CSV row itself is computed from that line, so
+`--from-evidence` (reading only that file and the Hydra config, for the settings sentence;
+pass the run's overrides) rewrites the .csv and .md byte for byte, without model or labels.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import gzip
+import io
 import json
 import logging
 import math
+import os
+import tempfile
 import time
+import zlib
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ragrepro.errors import DataError
+
 log = logging.getLogger("reranker_curve")
 
 CURVE_VERSION = 1
+EVIDENCE_FORMAT = "ragrepro-reranker-curve"
+EVIDENCE_VERSION = 1
+LINE_KEYS = ("n_train", "steps", "epochs", "train_s", "label_s_per_example", "heldout")
+SCORE_KEYS = ("loglik", "zeroshot", "trained", "untrained")  # k floats per held-out example
+LOSS_KEYS = ("loss_trained", "loss_untrained")  # one float per held-out example
 FIELDS = ("n_train", "steps", "epochs", "train_s", "n_heldout", "k",
           "agree_trained", "agree_trained_lo", "agree_trained_hi",
           "loss_trained", "loss_trained_lo", "loss_trained_hi",
@@ -167,6 +191,11 @@ def summarise(held: Sequence[dict], trained: np.ndarray, untrained: np.ndarray,
     return row
 
 
+def csv_cells(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()
+            if k in FIELDS}
+
+
 def append_row(csv_path: Path, row: dict[str, Any]) -> None:
     new = not csv_path.exists()
     csv_path.parent.mkdir(parents=True, exist_ok=True)
@@ -174,20 +203,230 @@ def append_row(csv_path: Path, row: dict[str, Any]) -> None:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         if new:
             w.writeheader()
-        w.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in row.items()
-                    if k in FIELDS})
+        w.writerow(csv_cells(row))
+
+
+def csv_bytes(rows: Sequence[dict[str, Any]]) -> bytes:
+    """The whole CSV as `append_row` writes it, row by row, into a new file."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=FIELDS)
+    w.writeheader()
+    for row in rows:
+        w.writerow(csv_cells(row))
+    return buf.getvalue().encode("utf-8")
+
+
+# -- per-example evidence: <csv stem>_heldout.jsonl.gz -------------------------------------
+@dataclass(frozen=True)
+class HeldoutScores:
+    """A reranker's held-out output at one n: scores [examples, k] after and before training,
+    and each example's Eq. 9 loss [examples] after and before."""
+    trained: np.ndarray
+    untrained: np.ndarray
+    loss_trained: np.ndarray
+    loss_untrained: np.ndarray
+
+
+def evidence_path(csv_path: Path) -> Path:
+    return csv_path.with_name(f"{csv_path.stem}_heldout.jsonl.gz")
+
+
+def _floats(values: Any) -> list[float]:
+    return [float(v) for v in values]
+
+
+def evidence_line(n_train: int, steps: int, epochs: float, train_s: float,
+                  label_s_per_example: float, held: Sequence[dict],
+                  scores: HeldoutScores, machine: str = "") -> dict[str, Any]:
+    """One n's evidence: its settings and timings, and per held-out example every input of
+    `summarise` (Python floats: JSON keeps them exactly)."""
+    heldout = [{"loglik": _floats(e["loglik"]), "zeroshot": _floats(e["zeroshot"]),
+                "trained": _floats(tr), "untrained": _floats(un),
+                "loss_trained": float(lt), "loss_untrained": float(lu)}
+               for e, tr, un, lt, lu in zip(held, scores.trained, scores.untrained,
+                                            scores.loss_trained, scores.loss_untrained,
+                                            strict=True)]
+    line = {"n_train": n_train, "steps": steps, "epochs": epochs, "train_s": float(train_s),
+            "label_s_per_example": float(label_s_per_example), "heldout": heldout}
+    return {**line, "machine": machine} if machine else line
+
+
+def row_from_evidence(line: dict[str, Any]) -> dict[str, Any]:
+    """The CSV row of one evidence line: `summarise` of its stored arrays."""
+    held = line["heldout"]
+
+    def arr(key: str) -> np.ndarray:
+        return np.array([e[key] for e in held], dtype=float)
+
+    row: dict[str, Any] = summarise(held, arr("trained"), arr("untrained"),
+                                    arr("loss_trained"), arr("loss_untrained"))
+    row.update({k: line[k] for k in LINE_KEYS if k != "heldout"})
+    return row
+
+
+def heldout_labels(line: dict[str, Any]) -> list[dict[str, Any]]:
+    """The held-out examples as the report reads them (`margin_note`: their loglik only)."""
+    return [{"loglik": e["loglik"]} for e in line["heldout"]]
+
+
+def _regenerate(path: Path) -> str:
+    csv_path = path.with_name(path.name.removesuffix("_heldout.jsonl.gz") + ".csv")
+    return (f"Restore it from git, or regenerate it: `make reranker-curve` writes it (move "
+            f"{csv_path} aside first: a size already in the CSV is skipped and gets no "
+            f"evidence line).")
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _line_problem(line: Any) -> str | None:
+    """What makes one evidence line unusable, or None."""
+    if not isinstance(line, dict) or any(k not in line for k in LINE_KEYS):
+        return f"a curve line needs the keys {', '.join(LINE_KEYS)}"
+    if not all(type(line[k]) is int and line[k] > 0 for k in ("n_train", "steps")) or \
+            not all(_is_number(line[k]) for k in ("epochs", "train_s", "label_s_per_example")):
+        return "n_train and steps must be positive integers, the other fields numbers"
+    held = line["heldout"]
+    if not isinstance(held, list) or not held:
+        return "no held-out examples"
+    keys = SCORE_KEYS + LOSS_KEYS
+    if not all(isinstance(e, dict) and all(k in e for k in keys) for e in held):
+        return f"each held-out example needs the keys {', '.join(keys)}"
+    first = held[0]["loglik"]
+    k = len(first) if isinstance(first, list) else 0
+    for i, e in enumerate(held):
+        if k < 2 or not all(isinstance(e[s], list) and len(e[s]) == k
+                            and all(_is_number(v) for v in e[s]) for s in SCORE_KEYS) \
+                or not all(_is_number(e[s]) for s in LOSS_KEYS):
+            return (f"held-out example {i}: {', '.join(SCORE_KEYS)} must be lists of the same "
+                    f"k >= 2 finite numbers and {', '.join(LOSS_KEYS)} finite numbers")
+    return None
+
+
+def read_evidence(path: Path) -> list[dict[str, Any]]:
+    """The curve lines of an evidence file (header checked); a missing or damaged file (not
+    gzip, wrong header, a torn or malformed line, an n twice) is refused by name."""
+    if not path.is_file():
+        raise DataError(f"{path}: no reranker-curve evidence file. {_regenerate(path)}")
+    try:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    except (OSError, EOFError, zlib.error, UnicodeDecodeError) as e:
+        raise DataError(f"{path} is damaged: not a whole gzip file ({type(e).__name__}: "
+                        f"{e}). {_regenerate(path)}") from e
+    records = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        try:
+            records.append(json.loads(raw))
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: line {no} is torn or not JSON ({e}). "
+                            f"{_regenerate(path)}") from e
+    if not records or records[0] != {"format": EVIDENCE_FORMAT, "version": EVIDENCE_VERSION}:
+        raise DataError(f"{path}: the first line is not the header {{\"format\": "
+                        f"\"{EVIDENCE_FORMAT}\", \"version\": {EVIDENCE_VERSION}}} this code "
+                        f"reads. {_regenerate(path)}")
+    lines, seen = records[1:], set()
+    for no, line in enumerate(lines, 2):
+        problem = _line_problem(line) or (f"n_train={line['n_train']} a second time"
+                                          if line["n_train"] in seen else None)
+        if problem:
+            raise DataError(f"{path}: line {no}: {problem}. {_regenerate(path)}")
+        seen.add(line["n_train"])
+    return lines
+
+
+def replace_bytes(path: Path, data: bytes) -> None:
+    """Write data to a temporary file in path's folder, then rename it over path: a reader
+    (or a killed run) never sees half a file."""
+    from ragrepro.io import file_mode
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        os.fchmod(fd, file_mode())
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_evidence(path: Path, lines: Sequence[dict[str, Any]]) -> None:
+    """Header plus lines, keys sorted, gzip'd with time 0: the same lines give the same bytes."""
+    header = {"format": EVIDENCE_FORMAT, "version": EVIDENCE_VERSION}
+    text = "".join(json.dumps(x, sort_keys=True) + "\n" for x in [header, *lines])
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
+        gz.write(text.encode("utf-8"))
+    replace_bytes(path, buf.getvalue())
+
+
+def record_evidence(path: Path, lines: list[dict[str, Any]], line: dict[str, Any]
+                    ) -> list[dict[str, Any]]:
+    """Append one n's line (replacing a line of the same n: one the CSV lost, now rerun)."""
+    lines = [x for x in lines if x["n_train"] != line["n_train"]] + [line]
+    write_evidence(path, lines)
+    return lines
+
+
+def warn_unrecorded(finished: set[int], lines: Sequence[dict[str, Any]], path: Path) -> None:
+    missing = sorted(finished - {x["n_train"] for x in lines})
+    if missing:
+        log.warning("n=%s in the CSV have no line in %s (a CSV from before the evidence "
+                    "file): --from-evidence cannot rebuild those rows; move the CSV aside and "
+                    "rerun to record them", ",".join(map(str, missing)), path)
+
+
+def rebuild_from_evidence(csv_path: Path, settings: str,
+                          lines: Sequence[dict[str, Any]] | None = None) -> None:
+    """Rewrite csv_path (rows in the evidence's order, as the run appended them) and its .md
+    from the evidence file beside it alone; lines: that file, when already read."""
+    from .reranker_curve_report import write_markdown
+
+    path = evidence_path(csv_path)
+    lines = read_evidence(path) if lines is None else lines
+    if not lines:
+        raise DataError(f"{path} holds no curve line. {_regenerate(path)}")
+    with contextlib.suppress(OSError, KeyError, ValueError, csv.Error):
+        gone = sorted(done_sizes(csv_path) - {x["n_train"] for x in lines})
+        if gone:
+            log.warning("%s: dropping n=%s, which %s does not record", csv_path,
+                        ",".join(map(str, gone)), path)
+    replace_bytes(csv_path, csv_bytes([row_from_evidence(x) for x in lines]))
+    write_markdown(csv_path, settings, heldout_labels(lines[-1]))
+    log.info("rebuilt %s and %s from %s (%d rows)", csv_path, csv_path.with_suffix(".md"),
+             path, len(lines))
+
+
+def evidence_epochs(lines: Sequence[dict[str, Any]], default: float) -> float:
+    """The epochs the settings sentence names: the evidence's, when every line agrees."""
+    found = {x["epochs"] for x in lines}
+    if len(found) == 1:
+        return float(found.pop())
+    log.warning("the evidence's lines used epochs %s; the settings sentence says %g",
+                sorted(found), default)
+    return default
 
 
 # -- the curve -----------------------------------------------------------------------------
-TrainEval = Callable[[list[dict], list[dict], int], dict[str, Any]]
+TrainEval = Callable[[list[dict], list[dict], int], HeldoutScores]
 
 
 def run_curve(sizes: Sequence[int], cache: Path, csv_path: Path, heldout_chunks: int,
               max_chunks: int, label_chunk: Callable[[int], list[dict]],
               train_eval: TrainEval, epochs: float, batch_size: int,
-              after_row: Callable[[], None] = lambda: None) -> None:
-    """For each n (ascending): label as far as needed, train, evaluate, append a row."""
+              after_row: Callable[[], None] = lambda: None, machine: str = "") -> None:
+    """For each n (ascending): label as far as needed, train, evaluate, append its evidence
+    line and the CSV row computed from it. machine: where it ran, kept in each line (the
+    timings and float noise belong to it; a rebuild elsewhere still names it)."""
     finished = done_sizes(csv_path)
+    evidence = evidence_path(csv_path)
+    lines = read_evidence(evidence) if evidence.exists() else []
+    warn_unrecorded(finished, lines, evidence)
     for n in sorted(sizes):
         if n in finished:
             log.info("n=%d already in %s", n, csv_path)
@@ -200,9 +439,11 @@ def run_curve(sizes: Sequence[int], cache: Path, csv_path: Path, heldout_chunks:
             return
         steps = steps_for(n, epochs, batch_size)
         t0 = time.perf_counter()
-        row = train_eval(pool[:n], held, steps)
-        row.update(n_train=n, steps=steps, epochs=epochs, train_s=time.perf_counter() - t0,
-                   label_s_per_example=seconds_per_example(chunks))
+        scores = train_eval(pool[:n], held, steps)
+        line = evidence_line(n, steps, epochs, time.perf_counter() - t0,
+                             seconds_per_example(chunks), held, scores, machine)
+        lines = record_evidence(evidence, lines, line)
+        row = row_from_evidence(line)
         append_row(csv_path, row)
         after_row()
         log.info("n=%d: agreement %.3f [%.3f, %.3f], zero-shot %.3f", n, row["agree_trained"],
@@ -315,7 +556,7 @@ def trainer(cfg) -> TrainEval:
     rc = training_inputs(cfg).rc
     enc = rc.encoder
 
-    def train_eval(train_rows: list[dict], held: list[dict], steps: int) -> dict[str, Any]:
+    def train_eval(train_rows: list[dict], held: list[dict], steps: int) -> HeldoutScores:
         model = pr.Reranker(enc["source"], str(rc.arch), enc.get("pooling", "mean"),
                             int(rc.max_length))
         before = model_scores(model, held)
@@ -324,8 +565,8 @@ def trainer(cfg) -> TrainEval:
                           str(rc.loss), float(rc.temperature), int(rc.seed))
         pr.finite_or_raise(losses, "reranker training")
         after = model_scores(model, held)
-        return summarise(held, after, before, eq9_per_example(after, held),
-                         eq9_per_example(before, held))
+        return HeldoutScores(after, before, eq9_per_example(after, held),
+                             eq9_per_example(before, held))
 
     return train_eval
 
@@ -348,23 +589,50 @@ def cache_path(cfg, chunk_texts: int) -> Path:
     return cache_dir() / "ralm-reranker-data" / f"curve-{hash_obj(key, 16)}.jsonl"
 
 
-def main(argv: list[str] | None = None) -> None:
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="100,300,600,1000")
     ap.add_argument("--heldout-chunks", type=int, default=4)
     ap.add_argument("--chunk-texts", type=int, default=25)
     ap.add_argument("--epochs", type=float, default=2.0)
-    ap.add_argument("--out", default="results/ralm/reranker_curve.csv")
-    ap.add_argument("--report-only", action="store_true",
-                    help="rewrite the .md from the .csv and the cached labels; train nothing")
+    ap.add_argument("--out", default="results/ralm/reranker_curve.csv",
+                    help="the CSV; the .md and the evidence (<stem>_heldout.jsonl.gz) beside it")
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--report-only", action="store_true",
+                      help="rewrite the .md from the .csv and the cached labels; train nothing")
+    mode.add_argument("--from-evidence", action="store_true",
+                      help="rewrite the .csv and .md from the evidence file alone (no model, "
+                           "no label cache); pass the run's Hydra overrides for the settings")
     ap.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. reranker.lr=2e-5")
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    return ap.parse_args(argv)
+
+
+def machine_line() -> str:
+    """This process's CPU and torch threads, as the Markdown's settings sentence names them."""
+    from ragrepro.metadata import machine
+
+    info = machine()
+    return f"{info.get('cpu', '?')}, {info.get('torch_threads', '?')} torch thread(s)"
+
+
+def from_evidence(csv_path: Path, overrides: Sequence[str], epochs: float) -> None:
+    """--from-evidence: the evidence is read (and refused if damaged) before Hydra composes
+    the config that the settings sentence names."""
+    from .reranker_curve_report import settings_line
+
+    lines = read_evidence(evidence_path(csv_path))
+    settings = settings_line(compose_cfg(overrides), evidence_epochs(lines, epochs),
+                             str(lines[-1].get("machine", "not recorded")))
+    rebuild_from_evidence(csv_path, settings, lines)
+
+
+def curve(args: argparse.Namespace) -> None:
     from .reranker_curve_report import settings_line, write_markdown
 
     cfg = compose_cfg(args.overrides)
     csv_path, cache = Path(args.out), cache_path(cfg, args.chunk_texts)
-    settings = settings_line(cfg, args.epochs)
+    machine = machine_line()
+    settings = settings_line(cfg, args.epochs, machine)
 
     def report() -> None:
         held = [e for c in read_chunks(cache)[:args.heldout_chunks] for e in c["examples"]]
@@ -376,8 +644,22 @@ def main(argv: list[str] | None = None) -> None:
         label = chunk_labeller(cfg, lm, texts, args.chunk_texts)
         run_curve([int(x) for x in args.sizes.split(",")], cache, csv_path,
                   args.heldout_chunks, len(texts) // args.chunk_texts, label, trainer(cfg),
-                  args.epochs, int(cfg.reranker.batch_size), after_row=report)
+                  args.epochs, int(cfg.reranker.batch_size), after_row=report,
+                  machine=machine)
     report()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """A user error (a missing or damaged evidence file, a bad override) is one `error: ...`
+    line on stderr and exit code 2, as for the ragrepro command."""
+    from ragrepro.cli import user_errors_exit_2
+
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    if args.from_evidence:
+        user_errors_exit_2(lambda: from_evidence(Path(args.out), args.overrides, args.epochs))
+    else:
+        user_errors_exit_2(lambda: curve(args))
 
 
 if __name__ == "__main__":

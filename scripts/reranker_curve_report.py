@@ -1,5 +1,6 @@
 """The learning curve's report (scripts/reranker_curve.py): results/ralm/reranker_curve.md
-from the CSV rows and the cached held-out labels."""
+from the CSV rows and the held-out labels (the label cache's, or with --from-evidence the
+evidence file's: `margin_note` reads only each example's "loglik")."""
 from __future__ import annotations
 
 import csv
@@ -68,7 +69,7 @@ def write_markdown(csv_path: Path, settings: str, held: Sequence[dict] = ()) -> 
     csv_path.with_suffix(".md").write_text(markdown(rows, settings, held))
 
 
-def settings_line(cfg, epochs: float) -> str:
+def settings_line(cfg, epochs: float, machine: str = "not recorded") -> str:
     r, rc = cfg.ralm, cfg.reranker
     return (f"Settings: label model {cfg.label_model.name}, k={r.k} BM25 candidates, stride "
             f"{r.stride}, window {r.max_length}, documents {r.doc_max_tokens} tokens, "
@@ -76,7 +77,6 @@ def settings_line(cfg, epochs: float) -> str:
             f"{rc.prefix_tokens or r.query_len} LM tokens), loss {rc.loss}, lr {rc.lr}, batch "
             f"{rc.batch_size}, {epochs:g} epochs per n, warmup {rc.warmup_ratio}, seed "
             f"{rc.seed}; zero-shot = the label LM's NLL of the last {r.rerank_tokens} prefix "
-            f"tokens given [doc; earlier prefix] (Eq. 6). Machine: shared 2-core CPU, "
-            f"OMP_NUM_THREADS=1, float32.")
+            f"tokens given [doc; earlier prefix] (Eq. 6). Machine: {machine}, float32.")
 
 

@@ -95,17 +95,20 @@ def test_curve_labels_incrementally_and_resumes(tmp_path):
 
     def label(i):
         labelled.append(i)
-        return [{"i": i, "j": j} for j in range(3)]  # 3 examples per chunk
+        return [{"i": i, "j": j, "loglik": [-1.0, -2.0], "zeroshot": [0.0, 1.0]}
+                for j in range(3)]  # 3 examples per chunk
 
     def train_eval(rows, held, steps):
         trained.append((len(rows), len(held), steps))
-        return {"agree_trained": 0.5, "agree_trained_lo": 0.4, "agree_trained_hi": 0.6,
-                "agree_zeroshot": 0.3}
+        n = len(held)
+        return rc.HeldoutScores(np.ones((n, 2)), np.zeros((n, 2)), np.ones(n), np.ones(n))
 
     args = {"heldout_chunks": 1, "max_chunks": 100, "label_chunk": label,
-            "train_eval": train_eval, "epochs": 2.0, "batch_size": 4}
+            "train_eval": train_eval, "epochs": 2.0, "batch_size": 4, "machine": "CPU X"}
     rc.run_curve([4], cache, out, **args)
     assert labelled == [0, 1, 2] and trained == [(4, 3, 2)]
+    (line,) = rc.read_evidence(rc.evidence_path(out))
+    assert line["machine"] == "CPU X" and line["n_train"] == 4  # where it ran, kept
     rc.run_curve([4, 7], cache, out, **args)
     assert labelled == [0, 1, 2, 3] and trained == [(4, 3, 2), (7, 3, 4)]
     assert rc.done_sizes(out) == {4, 7}
