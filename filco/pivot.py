@@ -105,9 +105,15 @@ def _row_keys(rows: Sequence[Row], spec: dict[str, Any]) -> list[tuple[str, ...]
 
 
 def _group(rows: Sequence[Row], spec: dict[str, Any], key: tuple[str, ...]) -> dict[str, Row]:
-    """The key's rows, by their value of the pivoted setting."""
-    return {str(r[spec["pivot"]]): r for r in rows
-            if tuple(r.get(c, "") for c in spec["rows"]) == key}
+    """The key's rows, by their value of the pivoted setting, in the table's column order
+    (values the spec does not show last, by name): a line's flags cell lists its runs in the
+    order the columns show them, whatever order the runs were read in (run folders or an
+    evidence bundle)."""
+    group = {str(r[spec["pivot"]]): r for r in rows
+             if tuple(r.get(c, "") for c in spec["rows"]) == key}
+    shown = [str(v) for v in spec.get("values") or ()]
+    order = sorted(group, key=lambda v: (shown.index(v) if v in shown else len(shown), v))
+    return {v: group[v] for v in order}
 
 
 def settings_table(rows: Sequence[Row], spec: dict[str, Any], paper: Grid | None) -> Table:

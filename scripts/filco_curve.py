@@ -13,6 +13,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from ragrepro.io import atomic_write_text
 from ragrepro.paths import results_dir
 from ragrepro.report.runs import experiment_runs
 
@@ -82,8 +83,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"No finished runs under {runs}: run `ragrepro -m "
                          f"experiment={args.experiment}` first.")
     out = args.out or results_dir() / "ladder" / "filco_training_curve.md"
-    out.write_text(render(trained_models(metas), f"FilCo training curves: {args.experiment}")
-                   + render_times(metas))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out, render(trained_models(metas), f"FilCo training curves: "
+                                  f"{args.experiment}") + render_times(metas))
     log.info("Wrote %s", out)
 
 

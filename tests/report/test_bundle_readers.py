@@ -73,11 +73,13 @@ BUNDLED_TABLES = {"ralm/table1": "ralm/table1.md", "ralm/fig8": "ralm/fig8_table
                   "riches/beam": "riches/beam_table.md",
                   "riches/interleave": "riches/interleave_table.md",
                   "riches/keys": "riches/keys_table.md",
-                  "riches/main_ladder": "riches/main_ladder_table.md"}
+                  "riches/main_ladder": "riches/main_ladder_table.md",
+                  "filco/fig4_ladder": "filco/fig4_ladder_table.md"}
 
 
 FIGURES_TABLE = "ralm/figures.md"  # one table of eight experiments (the test below)
 DTYPE_TABLE = "ladder/dtype.md"    # scripts.dtype_table: two runs of two experiments
+FILCO_CURVE = "ladder/filco_training_curve.md"  # scripts.filco_curve: the runs' training logs
 
 
 # the Table 1 experiments whose tables are committed under results/ladder/ (the spec writes
@@ -90,6 +92,7 @@ LADDER_CORPORA = ("wiki-vital", "foldoc")  # scripts.fig4_ladder's corpora whose
 # them, each with its own rebuild test below
 OTHER_REBUILDS = {FIGURES_TABLE: None,  # its bundles: scripts.ralm_figures
                   DTYPE_TABLE: tuple(dtype_table.EXPERIMENTS.values()),
+                  FILCO_CURVE: ("filco/fig4_ladder",),
                   **{f"ladder/{e.split('/')[1]}.md": (e,) for e in LADDER_COPIES},
                   **{f"ladder/fig4_{c}.md": fig4_ladder.EXPERIMENTS[c] for c in LADDER_CORPORA}}
 
@@ -109,9 +112,13 @@ def test_every_bundle_table_of_the_manifest_has_a_rebuild_test():
 
 
 @pytest.mark.parametrize("experiment", sorted(BUNDLED_TABLES))
-def test_a_table_rebuilt_from_its_bundle_alone_is_the_committed_table(experiment, tmp_path):
+def test_a_table_rebuilt_from_its_bundle_alone_is_the_committed_table(experiment, tmp_path,
+                                                                      monkeypatch):
     """A fresh clone's results folder: the bundle, no run folder; the table built from it is
-    the committed file byte for byte (numbers, intervals, paired tests, flags, settings)."""
+    the committed file byte for byte (numbers, intervals, paired tests, flags, settings).
+    The working directory stands for the clone's root: a FilCo table names its source CSV
+    relative to it."""
+    monkeypatch.chdir(tmp_path)
     root = fresh_clone_results(tmp_path / "results", experiment)
     (md,) = [p for p in results_tables.build(experiment, root) if p.suffix == ".md"]
     assert md.relative_to(root).as_posix() == BUNDLED_TABLES[experiment]
@@ -154,6 +161,24 @@ def test_the_dtype_table_rebuilt_from_its_bundles_is_the_committed_file(tmp_path
     assert f32.settings["dtype"] == "float32"
     ppl = math.exp(f32.metrics["nll_sum"] / f32.metrics["n_words"])
     assert f"| float32 | {ppl:.2f} [" in text
+
+
+def test_the_filco_training_curves_rebuilt_from_the_bundle_are_the_committed_file(
+        tmp_path, monkeypatch):
+    """results/ladder/filco_training_curve.md (scripts.filco_curve) from the FilCo ladder's
+    bundle alone: every fine-tuned model's per-step losses live in its runs' metrics.json."""
+    from scripts import filco_curve
+
+    root = fresh_clone_results(tmp_path / "results", "filco/fig4_ladder")
+    monkeypatch.setenv("RAGREPRO_RESULTS", str(root))
+    filco_curve.main(["filco/fig4_ladder"])
+    text = (root / FILCO_CURVE).read_text(encoding="utf-8")
+    assert text == (COMMITTED / FILCO_CURVE).read_text(encoding="utf-8")
+    # one number by hand: a model's `mean of last 5` is the mean of its last five losses
+    (run,) = [r for r in runs.experiment_runs(root, "filco/fig4_ladder")
+              if r.settings.get("variant", r.settings.get("setting")) == "full"]
+    losses = run.metadata["generator_train"]["losses"]
+    assert f" | {sum(losses[-5:]) / 5:.3f} |" in text
 
 
 @pytest.mark.parametrize("corpus", LADDER_CORPORA)

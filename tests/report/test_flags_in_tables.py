@@ -122,3 +122,15 @@ def test_pivot_table_names_the_flagged_pivoted_run(tmp_path: Path) -> None:
     assert cells["smollm2-135m"] == "filco: ctx_empty 50%"
     assert cells["llama2-7b"] == "" and cells["flan-t5-xl"] == ""
     assert "flags" in out_csv.read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_pivot_flags_follow_the_column_order_whatever_order_the_runs_are_read_in() -> None:
+    """A line's flags cell names its flagged runs in the order of the table's columns: the
+    runs of a committed table read from folders and from an evidence bundle come in different
+    orders, and the rebuilt table must be the same bytes."""
+    from filco.pivot import _group
+
+    spec = {"pivot": "setting", "rows": ["generator"], "values": ["full", "filco", "silver"]}
+    rows = [{"generator": "g", "setting": s} for s in ("silver", "other", "filco", "full")]
+    for order in (rows, rows[::-1]):
+        assert list(_group(order, spec, ("g",))) == ["full", "filco", "silver", "other"]
