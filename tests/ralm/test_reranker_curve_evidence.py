@@ -7,6 +7,7 @@ import csv
 import gzip
 import json
 import logging
+import shutil
 
 import numpy as np
 import pytest
@@ -248,3 +249,16 @@ def test_an_old_csv_without_evidence_warns(curve, caplog):
         curve.run([4, 7])
     assert "n=4 in the CSV have no line in" in caplog.text
     assert [x["n_train"] for x in curve.lines()[1:]] == [7]
+
+
+def test_the_committed_curve_is_rebuilt_from_its_committed_evidence(tmp_path):
+    """results/ralm/reranker_curve.csv and .md from results/ralm/reranker_curve_heldout.jsonl.gz
+    alone (a fresh clone has no label cache and no trained reranker), byte for byte."""
+    from ragrepro.paths import REPO_ROOT
+
+    committed = REPO_ROOT / "results" / "ralm"
+    out = tmp_path / "reranker_curve.csv"
+    shutil.copy(committed / "reranker_curve_heldout.jsonl.gz", rc.evidence_path(out))
+    rc.main(["--from-evidence", "--out", str(out)])
+    assert out.read_bytes() == (committed / "reranker_curve.csv").read_bytes()
+    assert out.with_suffix(".md").read_bytes() == (committed / "reranker_curve.md").read_bytes()
