@@ -128,6 +128,11 @@ def file_mode() -> int:
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:
+    """atomic_write_bytes of the text in UTF-8."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write to a temporary file in the same folder, then rename: readers never see half a file.
     The file gets the mode a plain open() would (mkstemp's is 0600 whatever the umask), so a
     results folder on a shared filesystem stays readable by the group the umask allows."""
@@ -139,8 +144,8 @@ def atomic_write_text(path: str | Path, text: str) -> None:
         _raise_write_error(path, e)
     try:
         os.fchmod(fd, file_mode())
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

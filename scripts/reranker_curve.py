@@ -42,8 +42,6 @@ import io
 import json
 import logging
 import math
-import os
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -54,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from ragrepro.errors import DataError
+from ragrepro.io import atomic_write_bytes
 
 log = logging.getLogger("reranker_curve")
 
@@ -335,26 +334,6 @@ def read_evidence(path: Path) -> list[dict[str, Any]]:
     return lines
 
 
-def replace_bytes(path: Path, data: bytes) -> None:
-    """Write data to a temporary file in path's folder, then rename it over path: a reader
-    (or a killed run) never sees half a file."""
-    from ragrepro.io import file_mode
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        os.fchmod(fd, file_mode())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def write_evidence(path: Path, lines: Sequence[dict[str, Any]]) -> None:
     """Header plus lines, keys sorted, gzip'd with time 0: the same lines give the same bytes."""
     header = {"format": EVIDENCE_FORMAT, "version": EVIDENCE_VERSION}
@@ -362,7 +341,7 @@ def write_evidence(path: Path, lines: Sequence[dict[str, Any]]) -> None:
     buf = io.BytesIO()
     with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
         gz.write(text.encode("utf-8"))
-    replace_bytes(path, buf.getvalue())
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def record_evidence(path: Path, lines: list[dict[str, Any]], line: dict[str, Any]
@@ -396,7 +375,7 @@ def rebuild_from_evidence(csv_path: Path, settings: str,
         if gone:
             log.warning("%s: dropping n=%s, which %s does not record", csv_path,
                         ",".join(map(str, gone)), path)
-    replace_bytes(csv_path, csv_bytes([row_from_evidence(x) for x in lines]))
+    atomic_write_bytes(csv_path, csv_bytes([row_from_evidence(x) for x in lines]))
     write_markdown(csv_path, settings, heldout_labels(lines[-1]))
     log.info("rebuilt %s and %s from %s (%d rows)", csv_path, csv_path.with_suffix(".md"),
              path, len(lines))
