@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import io
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import DataError
-from .io import atomic_write_text
+from .io import atomic_write_gzip, atomic_write_text
 from .paths import REPO_ROOT, cache_dir
 from .tracking import Run, append_csv_row, folder_row
 
@@ -120,13 +119,7 @@ def pack(root: Path, experiment: str, out: Path | None = None) -> Path:
         lines.append(json.dumps({"run_id": d.name, "files": files, "left_out": left},
                                 sort_keys=True, ensure_ascii=False))
     path = out or bundle_path(root, experiment)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
-        gz.write(("\n".join(lines) + "\n").encode("utf-8"))
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_bytes(buf.getvalue())
-    os.replace(tmp, path)
+    atomic_write_gzip(path, "\n".join(lines) + "\n")
     log.info("Wrote %s: %d runs, %d bytes", path, len(dirs), path.stat().st_size)
     return path
 

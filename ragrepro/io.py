@@ -5,6 +5,7 @@ import contextlib
 import csv
 import errno
 import fcntl
+import gzip
 import io
 import json
 import logging
@@ -130,6 +131,15 @@ def file_mode() -> int:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """atomic_write_bytes of the text in UTF-8."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_gzip(path: str | Path, text: str) -> None:
+    """The text in UTF-8, gzip'd with time 0 (the same text gives the same bytes: committed
+    evidence files diff clean), written through atomic_write_bytes."""
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
+        gz.write(text.encode("utf-8"))
+    atomic_write_bytes(path, buf.getvalue())
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from ragrepro.errors import DataError
-from ragrepro.io import atomic_write_bytes
+from ragrepro.io import atomic_write_bytes, atomic_write_gzip
 
 log = logging.getLogger("reranker_curve")
 
@@ -337,11 +337,8 @@ def read_evidence(path: Path) -> list[dict[str, Any]]:
 def write_evidence(path: Path, lines: Sequence[dict[str, Any]]) -> None:
     """Header plus lines, keys sorted, gzip'd with time 0: the same lines give the same bytes."""
     header = {"format": EVIDENCE_FORMAT, "version": EVIDENCE_VERSION}
-    text = "".join(json.dumps(x, sort_keys=True) + "\n" for x in [header, *lines])
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
-        gz.write(text.encode("utf-8"))
-    atomic_write_bytes(path, buf.getvalue())
+    atomic_write_gzip(path, "".join(json.dumps(x, sort_keys=True) + "\n"
+                                    for x in [header, *lines]))
 
 
 def record_evidence(path: Path, lines: list[dict[str, Any]], line: dict[str, Any]
